@@ -1,0 +1,22 @@
+"""adkit: PyTorch's autograd on numpy, with JAX-style transforms and a tracing compiler.
+
+Re-exports only; no logic here.
+"""
+from . import autograd, dtypes, ops
+from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
+                                 is_inference_mode_enabled, no_grad, set_grad_enabled)
+from .dtypes import (bool_ as bool, float16, float32, float64, get_default_dtype, int32,
+                     int64, set_default_dtype)
+from .tensor import (Size, Tensor, arange, as_tensor, empty, empty_like, eye, from_numpy,
+                     full, full_like, linspace, manual_seed, ones, ones_like, rand, randint,
+                     randn, tensor, zeros, zeros_like)
+
+double = float64
+long = int64
+half = float16
+float = float32  # noqa: A001  (PyTorch's name)
+int = int32  # noqa: A001
+
+globals().update(ops.FUNCTIONS)
+
+__version__ = "0.1.0"

@@ -1,0 +1,280 @@
+"""The reverse-mode engine: `backward()` and `grad()`.
+
+Owns: walking the backward graph from the roots in dependency order, iteratively (no
+recursion, linear time), summing gradients per node output, tensor/node hooks,
+capturing gradients for `grad(inputs=...)`, accumulating into leaves, freeing saved
+tensors unless `retain_graph`. Does not: know any op (nodes run their own rules).
+Order: a ready node with the highest sequence number runs first (PyTorch's order).
+"""
+import heapq
+import threading
+import warnings
+
+import numpy as np
+
+from ..tensor import Tensor, _make
+from .grad_mode import STATE
+from .node import AccumulateGrad, accumulate_into, gradient_edge
+
+
+class _EngineState(threading.local):
+    def __init__(self):
+        self.checkpoint_valid = True
+
+
+_ENGINE = _EngineState()
+
+
+def _make_grads(outputs, grads):
+    """Check or create the gradient for each output (PyTorch's _make_grads)."""
+    new_grads = []
+    for i, (out, grad) in enumerate(zip(outputs, grads)):
+        if isinstance(grad, Tensor):
+            if out.shape != grad.shape:
+                raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
+                                   f"{grad.shape} and output[{i}] has a shape of "
+                                   f"{out.shape}.")
+            new_grads.append(grad)
+        elif grad is None:
+            if out.requires_grad:
+                if out.numel() != 1:
+                    raise RuntimeError("grad can be implicitly created only for scalar "
+                                       "outputs")
+                new_grads.append(_make(np.ones(out._data.shape, out._data.dtype)))
+            else:
+                new_grads.append(None)
+        else:
+            raise TypeError("gradients can be either Tensors or None, but got "
+                            + type(grad).__name__)
+    return tuple(new_grads)
+
+
+def _as_tuple(x):
+    return (x,) if isinstance(x, Tensor) else tuple(x)
+
+
+def _grads_list(grads, n):
+    if grads is None:
+        return [None] * n
+    if isinstance(grads, Tensor):
+        return [grads]
+    return list(grads)
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
+             grad_variables=None, inputs=None):
+    """Accumulate into the leaves' `.grad` the gradient of `tensors` (weighted by
+    `grad_tensors`); with `inputs`, only into those tensors."""
+    if grad_variables is not None:
+        warnings.warn("'grad_variables' is deprecated. Use 'grad_tensors' instead.",
+                      stacklevel=2)
+        if grad_tensors is None:
+            grad_tensors = grad_variables
+        else:
+            raise RuntimeError("'grad_tensors' and 'grad_variables' (deprecated) arguments "
+                               "both passed to backward(). Please only use 'grad_tensors'.")
+    if inputs is not None:
+        inputs = _as_tuple(inputs)
+        if len(inputs) == 0:
+            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+    tensors = _as_tuple(tensors)
+    grads = _make_grads(tensors, _grads_list(grad_tensors, len(tensors)))
+    if retain_graph is None:
+        retain_graph = create_graph
+    run_backward(tensors, grads, retain_graph, create_graph, inputs, allow_unused=True,
+                 accumulate=True)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         only_inputs=True, allow_unused=None, is_grads_batched=False,
+         materialize_grads=False):
+    """Return the gradients of `outputs` with respect to `inputs` (nothing accumulates
+    into `.grad`)."""
+    if not only_inputs:
+        warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to "
+                      "True). To accumulate gradient for other parts of the graph, please "
+                      "use torch.autograd.backward.", stacklevel=2)
+    if is_grads_batched:
+        raise RuntimeError("is_grads_batched=True needs ak.func.vmap, which adkit does not "
+                           "provide yet; loop over the grad_outputs instead")
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when "
+                         "materialize_grads=True, but got: allow_unused=False.")
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    outputs = _as_tuple(outputs)
+    inputs_tuple = _as_tuple(inputs)
+    grads = _make_grads(outputs, _grads_list(grad_outputs, len(outputs)))
+    if retain_graph is None:
+        retain_graph = create_graph
+    result = run_backward(outputs, grads, retain_graph, create_graph, inputs_tuple,
+                          allow_unused, accumulate=False)
+    if materialize_grads:
+        result = tuple(_make(np.zeros(t._data.shape, t._data.dtype)) if g is None else g
+                       for g, t in zip(result, inputs_tuple))
+    return result
+
+
+def _is_checkpoint_valid():
+    """False while the engine runs for `grad()` (gradients are not accumulated into
+    leaves then, so checkpointing that relies on `.grad` cannot work)."""
+    return _ENGINE.checkpoint_valid
+
+
+# ---------------------------------------------------------------- the walk
+def run_backward(roots, root_grads, keep_graph, create_graph, inputs, allow_unused,
+                 accumulate):
+    """Run the graph from `roots`. With `accumulate` (backward()), gradients go into
+    `.grad` (of every leaf, or of `inputs` only); otherwise they are returned for
+    `inputs`."""
+    root_edges = []
+    for i, (t, g) in enumerate(zip(roots, root_grads)):
+        if not t._requires_grad:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not "
+                               "have a grad_fn")
+        root_edges.append((gradient_edge(t), g))
+    captures = _capture_points(inputs, accumulate) if inputs is not None else None
+    order, deps, needed = _discover([e[0][0] for e in root_edges], captures)
+
+    buffers = {}
+    for (node, nr), g in root_edges:
+        _add_to_buffer(buffers, node, nr, g)
+    ready = [(-n._sequence_nr, i, n) for i, n in enumerate(order)
+             if needed[n] and deps.get(n, 0) == 0 and n in buffers]
+    heapq.heapify(ready)
+    captured = [None] * (len(inputs) if inputs is not None else 0)
+    prev_mode, prev_valid = STATE.enabled, _ENGINE.checkpoint_valid
+    STATE.enabled, _ENGINE.checkpoint_valid = create_graph, inputs is None or accumulate
+    tiebreak = len(order)
+    try:
+        while ready:
+            node = heapq.heappop(ready)[2]
+            grads = buffers.pop(node, None) or [None] * node._num_outputs
+            outs = _evaluate(node, grads, captures, captured, accumulate, keep_graph)
+            for (child, nr), g in zip(node.next_functions, outs):
+                if child is None or not needed.get(child):
+                    continue
+                if g is not None:
+                    _add_to_buffer(buffers, child, nr, g)
+                deps[child] -= 1
+                if deps[child] == 0:
+                    tiebreak += 1
+                    heapq.heappush(ready, (-child._sequence_nr, tiebreak, child))
+    finally:
+        STATE.enabled, _ENGINE.checkpoint_valid = prev_mode, prev_valid
+    if inputs is not None and not accumulate:
+        for i, g in enumerate(captured):
+            if g is None and not allow_unused:
+                raise RuntimeError("One of the differentiated Tensors appears to not have "
+                                   "been used in the graph. Set allow_unused=True if this "
+                                   "is the desired behavior.")
+        return tuple(captured)
+    return None
+
+
+def _add_to_buffer(buffers, node, nr, g):
+    buf = buffers.get(node)
+    if buf is None:
+        buf = buffers[node] = [None] * node._num_outputs
+    buf[nr] = g if buf[nr] is None else buf[nr] + g
+
+
+def _capture_points(inputs, accumulate):
+    """{node: [(output_nr, input index, tensor)]} where gradients for `inputs` are read."""
+    captures = {}
+    for i, t in enumerate(inputs):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"inputs must be Tensors, got {type(t).__name__}")
+        if not t._requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+        node, nr = gradient_edge(t)
+        captures.setdefault(node, []).append((nr, i, t))
+    return captures
+
+
+def _discover(root_nodes, captures):
+    """Post-order of the nodes reachable from the roots (children first), the number of
+    edges into each node from nodes that will run, and whether each node must run."""
+    order, seen = [], {}
+    for root in root_nodes:
+        if root in seen:
+            continue
+        seen[root] = True
+        stack = [(root, iter(root.next_functions))]
+        while stack:
+            node, children = stack[-1]
+            for child, _ in children:
+                if child is not None and child not in seen:
+                    seen[child] = True
+                    stack.append((child, iter(child.next_functions)))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    if captures is None:
+        needed = dict.fromkeys(order, True)
+    else:
+        needed = {}
+        for node in order:  # children come first, so their flag is already known
+            needed[node] = node in captures or any(
+                c is not None and needed[c] for c, _ in node.next_functions)
+    deps = {}
+    for node in order:
+        if needed[node]:
+            for child, _ in node.next_functions:
+                if child is not None and needed[child]:
+                    deps[child] = deps.get(child, 0) + 1
+    order.reverse()  # roots first, for the initial ready list
+    return order, deps, needed
+
+
+def _evaluate(node, grads, captures, captured, accumulate, keep_graph):
+    """Hooks, capture, then the node itself; returns gradients for next_functions."""
+    if node._tensor_pre_hooks is not None or node._retain_grad_hooks is not None:
+        _run_tensor_hooks(node, grads)
+    if captures is not None and node in captures:
+        for nr, i, t in captures[node]:
+            if accumulate:
+                if not isinstance(node, AccumulateGrad):
+                    accumulate_into(t, grads[nr])
+            else:
+                captured[i] = grads[nr]
+        if not accumulate and isinstance(node, AccumulateGrad):
+            return ()
+    if grads.count(None) == len(grads):
+        return (None,) * len(node.next_functions)
+    if node._pre_hooks:
+        for hook in list(node._pre_hooks.values()):
+            result = hook(tuple(grads))
+            if result is not None:
+                grads = list(result)
+    outs = node._run(grads)
+    if node._post_hooks:
+        for hook in list(node._post_hooks.values()):
+            result = hook(tuple(outs), tuple(grads))
+            if result is not None:
+                outs = list(result)
+    if not keep_graph:
+        node._release()
+    return outs
+
+
+def _run_tensor_hooks(node, grads):
+    """Hooks registered on the tensors this node produced (or on the leaf), then
+    retain_grad, which always runs last."""
+    for nr in range(len(grads)):
+        hooks = node._tensor_hooks(nr)
+        if hooks and grads[nr] is not None:
+            for hook in list(hooks.values()):
+                result = hook(grads[nr])
+                if result is not None:
+                    grads[nr] = result
+    if node._retain_grad_hooks:
+        for nr, ref in node._retain_grad_hooks.items():
+            t = ref()
+            g = grads[nr]
+            if t is not None and g is not None:
+                if t._grad is None:
+                    t._grad = _make(np.array(g._data, copy=True)) if not STATE.enabled else g
+                else:
+                    t._grad = t._grad + g

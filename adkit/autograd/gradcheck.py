@@ -1,0 +1,146 @@
+"""gradcheck and gradgradcheck: analytical Jacobians against float64 central differences.
+
+Owns: `gradcheck`, `gradgradcheck`, `GradcheckError`. Does not: know any op. The
+numerical Jacobian perturbs each input element in place (through `.data`), like
+PyTorch's slow-mode gradcheck; the analytical one is built row by row with `grad`.
+"""
+import warnings
+
+import numpy as np
+
+from ..tensor import Tensor, _make
+from . import engine
+from .grad_mode import enable_grad
+
+
+class GradcheckError(RuntimeError):
+    """Raised when an analytical and a numerical Jacobian disagree."""
+
+
+def _as_tuple(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def _differentiable_outputs(fn, inputs):
+    with enable_grad():
+        outputs = _as_tuple(fn(*inputs))
+    return [o for o in outputs if isinstance(o, Tensor) and o.is_floating_point()], outputs
+
+
+def _numerical_jacobian(fn, inputs, input_idx, outputs, eps):
+    """J[j][k, i]: d output j element k / d input element i, by central differences."""
+    x = inputs[input_idx]
+    flat = x._data.reshape(-1) if x._data.flags.c_contiguous else None
+    if flat is None:
+        raise GradcheckError(f"gradcheck needs contiguous inputs (input {input_idx} is not)")
+    jac = [np.zeros((o.numel(), x.numel())) for o in outputs]
+    for i in range(x.numel()):  # grad mode stays on: fn may itself call grad()
+        orig = flat[i].item()
+        flat[i] = orig - eps
+        minus = [np.array(o._data, dtype=np.float64) for o in _float_outs(fn, inputs)]
+        flat[i] = orig + eps
+        plus = [np.array(o._data, dtype=np.float64) for o in _float_outs(fn, inputs)]
+        flat[i] = orig
+        for j, (p, m) in enumerate(zip(plus, minus)):
+            jac[j][:, i] = ((p - m) / (2 * eps)).reshape(-1)
+    return jac
+
+
+def _float_outs(fn, inputs):
+    return [o for o in _as_tuple(fn(*inputs)) if isinstance(o, Tensor) and o.is_floating_point()]
+
+
+def _analytical_jacobian(inputs, input_idx, outputs):
+    x = inputs[input_idx]
+    jac = [np.zeros((o.numel(), x.numel())) for o in outputs]
+    for j, out in enumerate(outputs):
+        if not out.requires_grad:
+            continue
+        for k in range(out.numel()):
+            seed = np.zeros(out.numel(), dtype=out._data.dtype)
+            seed[k] = 1
+            (g,) = engine.grad(out, x, _make(seed.reshape(out._data.shape)),
+                               retain_graph=True, allow_unused=True)
+            if g is not None:
+                if g.shape != x.shape:
+                    raise GradcheckError(f"Gradient for input {input_idx} has shape "
+                                         f"{list(g.shape)}, expected {list(x.shape)}")
+                jac[j][k, :] = g._data.reshape(-1)
+    return jac
+
+
+def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
+              check_forward_ad=False, check_backward_ad=True, nondet_tol=0.0,
+              check_undefined_grad=True, fast_mode=False, masked=None):
+    """Check the gradients of `func` at `inputs` against finite differences.
+
+    Inputs that require grad should be float64. Returns True, or raises GradcheckError
+    naming the output, the input and the Jacobian entry that disagree (or returns False
+    with raise_exception=False)."""
+    if check_forward_ad:
+        raise GradcheckError("check_forward_ad needs forward-mode AD, which adkit does "
+                             "not provide yet")
+    inputs = _as_tuple(inputs)
+    diff_idx = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    if not diff_idx:
+        raise ValueError("gradcheck expects at least one input tensor to require gradient, "
+                         "but none of the them have requires_grad=True.")
+    for i in diff_idx:
+        if inputs[i].dtype.np != np.float64:
+            warnings.warn(f"Input #{i} requires gradient and is not a double precision "
+                          "floating point. This check will likely fail if all the inputs "
+                          "are not of double precision floating point. ", stacklevel=2)
+    try:
+        outputs, _ = _differentiable_outputs(func, inputs)
+        if check_backward_ad:
+            for i in diff_idx:
+                numerical = _numerical_jacobian(func, inputs, i, outputs, eps)
+                analytical = _analytical_jacobian(inputs, i, outputs)
+                for j, (a, n) in enumerate(zip(analytical, numerical)):
+                    _compare(a, n, j, i, atol, rtol)
+    except GradcheckError:
+        if raise_exception:
+            raise
+        return False
+    return True
+
+
+def _compare(analytical, numerical, out_idx, in_idx, atol, rtol):
+    bad = ~np.isclose(analytical, numerical, rtol=rtol, atol=atol, equal_nan=True)
+    if bad.any():
+        k, i = (int(v) for v in np.argwhere(bad)[0])
+        raise GradcheckError(
+            f"Jacobian mismatch for output {out_idx} with respect to input {in_idx}, "
+            f"first at entry [{k}, {i}] (output element {k}, input element {i}): "
+            f"analytical {analytical[k, i]!r} vs numerical {numerical[k, i]!r}.\n"
+            f"numerical:{numerical}\nanalytical:{analytical}\n")
+
+
+def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
+                  gen_non_contig_grad_outputs=False, raise_exception=True,
+                  nondet_tol=0.0, check_undefined_grad=True, check_grad_dtypes=False,
+                  check_fwd_over_rev=False, check_rev_over_rev=True, fast_mode=False,
+                  masked=False):
+    """Check second derivatives: gradcheck of the function
+    (inputs, grad_outputs) -> grad(func(inputs), inputs, grad_outputs, create_graph)."""
+    inputs = _as_tuple(inputs)
+    outputs, _ = _differentiable_outputs(func, inputs)
+    outputs = [o for o in outputs if o.requires_grad]
+    if grad_outputs is None:
+        rng = np.random.default_rng(0)
+        grad_outputs = tuple(_make(rng.standard_normal(o._data.shape)
+                                   .astype(o._data.dtype)).requires_grad_()
+                             for o in outputs)
+    grad_outputs = _as_tuple(grad_outputs)
+    n_in = len(inputs)
+    diff_idx = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+
+    def first_derivatives(*args):
+        ins, gos = args[:n_in], args[n_in:]
+        outs = [o for o in _float_outs(func, ins) if o.requires_grad]
+        diff = [ins[i] for i in diff_idx]
+        grads = engine.grad(outs, diff, gos, create_graph=True, allow_unused=True)
+        return tuple(g for g in grads if g is not None)
+
+    return gradcheck(first_derivatives, inputs + grad_outputs, eps=eps, atol=atol,
+                     rtol=rtol, raise_exception=raise_exception)

@@ -1,0 +1,181 @@
+"""Backward-graph nodes: the base `Node`, `AccumulateGrad` for leaves, and saved tensors.
+
+Owns: what every node of the backward graph carries (`next_functions`, hooks, sequence
+number, metadata), leaf gradient accumulation and the saved-tensor records with their
+version checks. Does not: walk the graph (engine.py) or run forwards (function.py).
+"""
+import itertools
+import weakref
+
+import numpy as np
+
+from .._hooks import HookDict, add_hook
+from ..tensor import _make
+from .grad_mode import STATE
+
+SEQUENCE = itertools.count()
+_LAST = 2 ** 62  # AccumulateGrad runs as soon as it is ready, like PyTorch's
+
+
+class Node:
+    """A node of the backward graph. `next_functions[i]` is `(node, output_nr)` for the
+    i-th differentiable input of the forward op (None where it needs no gradient)."""
+
+    next_functions = ()
+    _num_outputs = 1
+    _pre_hooks = None
+    _post_hooks = None
+    _tensor_pre_hooks = None
+    _retain_grad_hooks = None
+    _metadata = None
+    _sequence_nr = 0
+
+    def name(self):
+        return type(self).__name__
+
+    @property
+    def metadata(self):
+        if self._metadata is None:
+            self._metadata = {}
+        return self._metadata
+
+    def register_hook(self, fn):
+        """`fn(grad_inputs, grad_outputs)` runs after this node; a returned tuple replaces
+        grad_inputs."""
+        if self._post_hooks is None:
+            self._post_hooks = HookDict()
+        return add_hook(self._post_hooks, fn)
+
+    def register_prehook(self, fn):
+        """`fn(grad_outputs)` runs before this node; a returned tuple replaces them."""
+        if self._pre_hooks is None:
+            self._pre_hooks = HookDict()
+        return add_hook(self._pre_hooks, fn)
+
+    def _add_tensor_pre_hook(self, output_nr, fn):
+        if self._tensor_pre_hooks is None:
+            self._tensor_pre_hooks = {}
+        return add_hook(self._tensor_pre_hooks.setdefault(output_nr, HookDict()), fn)
+
+    def _add_retain_grad_hook(self, tensor):
+        if self._retain_grad_hooks is None:
+            self._retain_grad_hooks = {}
+        self._retain_grad_hooks[tensor._output_nr] = weakref.ref(tensor)
+
+    def _tensor_hooks(self, output_nr):
+        hooks = self._tensor_pre_hooks
+        return hooks.get(output_nr) if hooks else None
+
+    def _run(self, grads):
+        """Gradients for `next_functions` from the gradients of this node's outputs."""
+        raise NotImplementedError(f"{self.name()} cannot be run by the engine")
+
+    def _release(self):
+        """Free what the node saved (called after backward unless retain_graph)."""
+
+    def __repr__(self):
+        return f"<{self.name()} object at {id(self):#x}>"
+
+
+class AccumulateGrad(Node):
+    """The node at a leaf that requires grad: adds the incoming gradient into `.grad`."""
+
+    _sequence_nr = _LAST
+
+    def __init__(self, variable):
+        self.variable = variable
+
+    def _tensor_hooks(self, output_nr):
+        return self.variable._hooks
+
+    @property
+    def _tensor_pre_hooks(self):
+        return {0: self.variable._hooks} if self.variable._hooks else None
+
+    def _run(self, grads):
+        accumulate_into(self.variable, grads[0])
+        return ()
+
+
+def accumulate_into(var, grad):
+    """`var.grad += grad`, keeping the graph of `grad` when grad mode is on (create_graph),
+    and never aliasing a gradient tensor that somebody else holds."""
+    if grad is None:
+        return
+    old = var._grad
+    if STATE.enabled:
+        var._grad = grad if old is None else old + grad
+    elif old is None:
+        var._grad = _make(np.array(grad._data, copy=True))
+    elif old._requires_grad:
+        var._grad = _make(old._data + grad._data)
+    else:
+        np.add(old._data, grad._data, out=old._data, casting="unsafe")
+        old._version_counter[0] += 1
+
+
+def grad_accumulator(tensor):
+    """The (shared) AccumulateGrad node of a leaf, made on first use."""
+    ref = tensor._accumulator
+    node = ref() if ref is not None else None
+    if node is None:
+        node = AccumulateGrad(tensor)
+        tensor._accumulator = weakref.ref(node)
+    return node
+
+
+def gradient_edge(tensor):
+    """`(node, output_nr)` through which gradients reach `tensor`."""
+    if tensor._grad_fn is not None:
+        return tensor._grad_fn, tensor._output_nr
+    return grad_accumulator(tensor), 0
+
+
+# ---------------------------------------------------------------- saved tensors
+# A saved tensor is packed as (tensor, version) for anything but an output of the saving
+# node. An output is packed as (data, version counter, version, output_nr): keeping the
+# tensor would hold its grad_fn, which holds the pack: a reference cycle.
+def pack_saved(tensor, is_output):
+    if is_output:
+        return (tensor._data, tensor._version_counter, tensor._version_counter[0],
+                tensor._output_nr)
+    return (tensor, tensor._version_counter[0])
+
+
+def unpack_saved(node, packs):
+    """The saved tensors, after checking that none was modified in place since."""
+    result = []
+    for p in packs:
+        if p is None:
+            result.append(None)
+        elif len(p) == 2:
+            t, version = p
+            if t._version_counter[0] != version:
+                raise RuntimeError(_modified_message(node, t._data, t._version_counter,
+                                                     version, t._grad_fn, t._output_nr))
+            result.append(t)
+        else:
+            data, counter, version, nr = p
+            if counter[0] != version:
+                raise RuntimeError(_modified_message(node, data, counter, version, node, nr))
+            result.append(_make(data, node, nr, True, counter))
+    return tuple(result)
+
+
+def _modified_message(node, data, counter, version, grad_fn, output_nr):
+    what = f"[adkit.{data.dtype.name} {list(data.shape)}]"
+    if grad_fn is not None:
+        what += f", which is output {output_nr} of {grad_fn.name()},"
+    return ("one of the variables needed for gradient computation has been modified by an "
+            f"inplace operation: {what} is at version {counter[0]}; expected version "
+            f"{version} instead. Hint: the backtrace further above shows the operation "
+            "that failed to compute its gradient. The variable in question was changed in "
+            "there or anywhere later. Good luck!")
+
+
+FREED_MESSAGE = (
+    "Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed). Saved intermediate values of the graph are freed "
+    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need "
+    "to backward through the graph a second time or if you need to access saved tensors "
+    "after calling backward.")

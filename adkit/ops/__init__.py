@@ -1,0 +1,111 @@
+"""Collects every built-in op and binds it: `ak.NAME` and `Tensor.NAME` from each
+class's `public_name`/`variants`/`aliases` (and `@public` functions), plus the Python
+operators. The one place Tensor methods are bound.
+
+Owns: the public op namespace (`OPS`: name -> callable) and Tensor's op methods.
+Does not: define math (each family module does).
+"""
+import inspect
+
+import numpy as np
+
+from ..tensor import Tensor, _make
+from . import binary, reduction, shape, unary
+from ._families import ArrayFunction
+
+MODULES = (unary, binary, reduction, shape)
+
+FUNCTIONS = {}  # public name -> callable (ak.NAME)
+METHODS = {}  # public name -> callable taking the tensor first (Tensor.NAME)
+CLASSES = []  # every built-in Function class, for tests and introspection
+
+
+def _public_callable(cls):
+    if cls.interface.__func__ is ArrayFunction.interface.__func__:
+        return cls.apply  # regular signature: no wrapper frame on the hot path
+    return cls.interface
+
+
+def _register(name, fn, variants):
+    if name in FUNCTIONS or name in METHODS:
+        raise RuntimeError(f"two ops claim the public name {name!r}")
+    if "function" in variants:
+        FUNCTIONS[name] = fn
+    if "method" in variants:
+        METHODS[name] = fn
+
+
+def _collect():
+    for module in MODULES:
+        for obj in vars(module).values():
+            if inspect.isclass(obj) and issubclass(obj, ArrayFunction) and \
+                    obj.__module__ == module.__name__ and obj.public_name:
+                CLASSES.append(obj)
+                fn = _public_callable(obj)
+                for name in (obj.public_name,) + tuple(obj.aliases):
+                    _register(name, fn, obj.variants)
+            elif callable(obj) and hasattr(obj, "public") and \
+                    getattr(obj, "__module__", None) == module.__name__:
+                _register(obj.public[0], obj, obj.public[1])
+
+
+def _as_method(fn):
+    def method(self, *args, **kwargs):
+        return fn(self, *args, **kwargs)
+    method.__name__ = getattr(fn, "__name__", "method")
+    method.__doc__ = getattr(fn, "__doc__", None)
+    return method
+
+
+def _operand(other):
+    """What a Python operator accepts as its other operand: tensors, numbers, arrays."""
+    if isinstance(other, (Tensor, int, float, bool, np.number, np.bool_)):
+        return other
+    if isinstance(other, np.ndarray):
+        return _make(other)
+    return NotImplemented
+
+
+def _binary_operator(fn, reflected=False):
+    def operator(self, other):
+        other = _operand(other)
+        if other is NotImplemented:
+            return NotImplemented
+        return fn(other, self) if reflected else fn(self, other)
+    return operator
+
+
+_OPERATORS = {  # dunder -> (public op name, reflected)
+    "__add__": ("add", False), "__radd__": ("add", True),
+    "__sub__": ("sub", False), "__rsub__": ("sub", True),
+    "__mul__": ("mul", False), "__rmul__": ("mul", True),
+    "__truediv__": ("div", False), "__rtruediv__": ("div", True),
+    "__pow__": ("pow", False), "__rpow__": ("pow", True),
+    "__matmul__": ("matmul", False), "__rmatmul__": ("matmul", True),
+    "__lt__": ("lt", False), "__le__": ("le", False), "__gt__": ("gt", False),
+    "__ge__": ("ge", False), "__eq__": ("eq", False), "__ne__": ("ne", False),
+    "__and__": ("logical_and", False), "__or__": ("logical_or", False),
+    "__xor__": ("logical_xor", False),
+}
+_UNARY_OPERATORS = {"__neg__": "neg", "__abs__": "abs", "__invert__": "logical_not"}
+_INPLACE_OPERATORS = {"__iadd__": "add_", "__isub__": "sub_", "__imul__": "mul_",
+                      "__itruediv__": "div_"}
+
+
+def _bind_tensor_methods():
+    for name, fn in METHODS.items():
+        setattr(Tensor, name, _as_method(fn))
+    for dunder, (name, reflected) in _OPERATORS.items():
+        if name in FUNCTIONS:
+            setattr(Tensor, dunder, _binary_operator(FUNCTIONS[name], reflected))
+    for dunder, name in _UNARY_OPERATORS.items():
+        if name in FUNCTIONS:
+            setattr(Tensor, dunder, _as_method(FUNCTIONS[name]))
+    for dunder, name in _INPLACE_OPERATORS.items():
+        if name in METHODS:
+            setattr(Tensor, dunder, _binary_operator(METHODS[name]))
+    Tensor.__hash__ = object.__hash__  # __eq__ is elementwise; hash stays identity
+
+
+_collect()
+_bind_tensor_methods()

@@ -1,0 +1,134 @@
+"""One level of family bases for built-in ops, plus `public` for irregular signatures.
+
+Owns: `ArrayFunction` (forward on ndarrays), `UnaryElementwise`, `BinaryElementwise`,
+`Reduction`: each turns one per-op formula into backward and jvp. Does not: hold any
+op's math. A built-in op declares `public_name` (ak.NAME) and `variants` ("function",
+"method"); `ops/__init__.py` binds them. Zero gradients are explicit `None` returns.
+"""
+from ..autograd.function import Function
+from ..tensor import Tensor
+from ._helpers import load_mixed, normalize_dims, save_mixed, shape_of, sum_to
+
+
+class ArrayFunction(Function):
+    """A built-in op: `forward` receives ndarrays (and static params) and returns
+    ndarrays; `setup_context(ctx, inputs, output)` sees tensors."""
+
+    _arrays_in = True
+    public_name = None
+    variants = ("function", "method")
+    aliases = ()
+
+    @classmethod
+    def interface(cls, *args, **kwargs):
+        """The public call; ops with irregular signatures (varargs shapes...) override."""
+        return cls.apply(*args, **kwargs)
+
+
+def public(name, variants=("function", "method")):
+    """Register a plain function as `ak.name` and/or `Tensor.name` (for public calls that
+    choose between several Functions, e.g. `max`)."""
+    def register(fn):
+        fn.public = (name, variants)
+        return fn
+    return register
+
+
+class UnaryElementwise(ArrayFunction):
+    """y = f(x) elementwise. Subclasses give `forward(x)` (numpy) and
+    `derivative(x, out)` (adkit ops, so differentiable): then
+    backward: grad_x = grad_out * f'(x);   jvp: out_t = x_t * f'(x).
+    `derivative` returning None means the op has zero derivative (floor, sign...)."""
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0], output)
+
+    @staticmethod
+    def derivative(x, out):
+        raise NotImplementedError("UnaryElementwise subclasses define derivative(x, out)")
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        x, out = ctx.saved_tensors
+        d = ctx._forward_cls.derivative(x, out)
+        return None if d is None else grad_out * d
+
+    @staticmethod
+    def jvp(ctx, x_t):
+        x, out = ctx.saved_tensors
+        d = ctx._forward_cls.derivative(x, out)
+        return x_t * 0 if d is None else x_t * d
+
+
+class BinaryElementwise(ArrayFunction):
+    """z = f(x, y) elementwise with numpy broadcasting; x or y may be a Python number.
+    Subclasses give `forward(x, y)` and `partials(x, y, out) -> (dz/dx, dz/dy)`, each a
+    tensor, a number, or None (zero). Then
+    backward: grad_x = sum_to(grad_out * dz/dx, x.shape), likewise y;
+    jvp:      out_t = dz/dx * x_t + dz/dy * y_t."""
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        save_mixed(ctx, inputs, output)
+
+    @staticmethod
+    def partials(x, y, out):
+        raise NotImplementedError("BinaryElementwise subclasses define partials(x, y, out)")
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        (x, y), out = load_mixed(ctx)
+        dx, dy = ctx._forward_cls.partials(x, y, out)
+        need_x, need_y = ctx.needs_input_grad[:2]
+        grad_x = sum_to(_scale(grad_out, dx), shape_of(x)) if need_x else None
+        grad_y = sum_to(_scale(grad_out, dy), shape_of(y)) if need_y else None
+        return grad_x, grad_y
+
+    @staticmethod
+    def jvp(ctx, x_t, y_t):
+        (x, y), out = load_mixed(ctx)
+        dx, dy = ctx._forward_cls.partials(x, y, out)
+        terms = [_scale(t, d) for t, d in ((x_t, dx), (y_t, dy)) if t is not None]
+        terms = [t for t in terms if t is not None]
+        if not terms:
+            return out * 0
+        total = terms[0] if len(terms) == 1 else terms[0] + terms[1]
+        return total.expand(out.shape) if total.shape != out.shape else total
+
+
+def _scale(t, d):
+    """t * d, skipping the multiplication for the constants 1 and -1 and None (zero)."""
+    if d is None:
+        return None
+    if not isinstance(d, Tensor):
+        if d == 1:
+            return t
+        if d == -1:
+            return -t
+    return t * d
+
+
+class Reduction(ArrayFunction):
+    """y = reduce(x, dim, keepdim). Subclasses give `forward(x, dim=None,
+    keepdim=False)` and `backward`; the family supplies the metadata every reduction
+    keeps (`ctx.dims`, `ctx.keepdim`, input shape) in `setup_context`."""
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, dim, keepdim = inputs[0], inputs[1], inputs[2]
+        ctx.dims = normalize_dims(dim, x.ndim)
+        ctx.keepdim = keepdim
+        ctx.input_shape = tuple(x.shape)
+        ctx.save_for_backward(x, output)
+
+    @staticmethod
+    def grad_to_input(ctx, grad):
+        """Bring a gradient of the reduced output back to the input's shape:
+        re-insert the reduced dims (if not keepdim), then broadcast."""
+        if not ctx.keepdim:
+            shape = list(ctx.input_shape)
+            for d in ctx.dims:
+                shape[d] = 1
+            grad = grad.reshape(tuple(shape))
+        return grad.expand(ctx.input_shape)

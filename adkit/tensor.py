@@ -1,0 +1,498 @@
+"""The Tensor: a numpy array plus autograd metadata; Size; the creation functions.
+
+Owns: `Tensor` storage and metadata (`requires_grad`, `grad`, `grad_fn`, version counter),
+`Size`, `ak.tensor/zeros/ones/...`, the PyTorch-like `repr`. Does not: define operations.
+Op methods (`x.exp()`, `x + y`, `x[i]`) are bound onto Tensor by `adkit/ops/__init__.py`.
+Invariant: `_data` is always an ndarray whose dtype is one of `dtypes.ALL`.
+"""
+import numbers
+import warnings
+
+import numpy as np
+
+from . import dtypes
+from ._hooks import HookDict, add_hook
+
+
+class Size(tuple):
+    """The shape of a tensor: a tuple of ints that prints as `adkit.Size([2, 3])`."""
+
+    def __repr__(self):
+        return f"adkit.Size({list(self)})"
+
+    def numel(self):
+        return int(np.prod(self, dtype=np.int64))
+
+
+class Tensor:
+    """An n-dimensional array that can record the operations applied to it.
+
+    `_data` is the numpy array; `_grad_fn` the node that made it (None for leaves);
+    `_version` is shared, through a one-element list, with every view of the same data.
+    """
+
+    __slots__ = ("_data", "_requires_grad", "_grad_fn", "_output_nr", "_grad",
+                 "_version_counter", "_retains_grad", "_hooks", "_accumulator", "_base",
+                 "__dict__", "__weakref__")
+    # numpy's binary operators defer to ours (ndarray + Tensor -> Tensor.__radd__).
+    __array_priority__ = 1000
+
+    def __init__(self, data, dtype=None, requires_grad=False):
+        arr = _to_array(data, dtype)
+        _init(self, arr, None, [0])
+        if requires_grad:
+            self.requires_grad_(True)
+
+    # ----------------------------------------------------------------- attributes
+    @property
+    def shape(self):
+        return Size(self._data.shape)
+
+    @property
+    def dtype(self):
+        return dtypes.from_numpy_dtype(self._data.dtype)
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    def dim(self):
+        return self._data.ndim
+
+    def numel(self):
+        return self._data.size
+
+    def size(self, dim=None):
+        if dim is None:
+            return self.shape
+        return self._data.shape[_wrap_dim(dim, self._data.ndim)]
+
+    def element_size(self):
+        return self._data.itemsize
+
+    def is_floating_point(self):
+        return self._data.dtype.kind == "f"
+
+    @property
+    def requires_grad(self):
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        if self._grad_fn is not None and not value:
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to "
+                "use a computed variable in a subgraph that doesn't require differentiation "
+                "use var_no_grad = var.detach().")
+        if value and self._data.dtype.kind != "f":
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        self._requires_grad = bool(value)
+
+    @property
+    def grad_fn(self):
+        return self._grad_fn
+
+    @property
+    def is_leaf(self):
+        return self._grad_fn is None
+
+    @property
+    def grad(self):
+        if self._grad_fn is not None and not self._retains_grad:
+            warnings.warn(
+                "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. "
+                "Its .grad attribute won't be populated during autograd.backward(). If you "
+                "indeed want the .grad field to be populated for a non-leaf Tensor, use "
+                ".retain_grad() on the non-leaf Tensor.", UserWarning, stacklevel=2)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got "
+                                f"grad of type {type(value).__name__}")
+            if value._data.shape != self._data.shape:
+                raise RuntimeError("assigned grad has data of a different size")
+            if value._data.dtype != self._data.dtype:
+                raise RuntimeError("assigned grad has data of a different type")
+        self._grad = value
+
+    @property
+    def retains_grad(self):
+        return self._retains_grad
+
+    @property
+    def _version(self):
+        return self._version_counter[0]
+
+    def _bump_version(self):
+        self._version_counter[0] += 1
+
+    @property
+    def data(self):
+        """A tensor sharing this one's array but outside autograd (own version counter)."""
+        return _make(self._data, None, 0, False, [0])
+
+    @data.setter
+    def data(self, value):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data must be a Tensor, not {type(value).__name__}")
+        self._data = value._data
+
+    # ------------------------------------------------------------ conversions
+    def numpy(self, *, force=False):
+        """The underlying ndarray, sharing memory with this tensor."""
+        if self._requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self._data
+        if dtype is not None and np.dtype(dtype) != arr.dtype:
+            return arr.astype(dtype)
+        return arr.copy() if copy else arr
+
+    def item(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be "
+                               "converted to Scalar")
+        return self._data.reshape(()).item()
+
+    def tolist(self):
+        return self._data.tolist()
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self._data.shape[0]))
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is "
+                               "ambiguous")
+        return bool(self._data.reshape(()))
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self._data.dtype.kind not in "iu" or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted "
+                            "to an index")
+        return int(self.item())
+
+    __hash__ = object.__hash__
+
+    # ------------------------------------------------------------ autograd
+    def detach(self):
+        """A new leaf sharing data and version counter, cut from the graph."""
+        return _make(self._data, None, 0, False, self._version_counter)
+
+    def detach_(self):
+        if self._base is not None:
+            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+        self._grad_fn = None
+        self._output_nr = 0
+        self._requires_grad = False
+        return self
+
+    def requires_grad_(self, requires_grad=True):
+        self.requires_grad = requires_grad
+        return self
+
+    def retain_grad(self):
+        if not self._requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self._grad_fn is None or self._retains_grad:
+            return
+        self._retains_grad = True
+        self._grad_fn._add_retain_grad_hook(self)
+
+    def register_hook(self, hook):
+        """Register `hook(grad) -> Tensor or None`, run when this tensor's gradient is
+        computed; a returned tensor replaces the gradient. Returns a removable handle."""
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require "
+                               "gradient")
+        if self._grad_fn is not None:
+            return self._grad_fn._add_tensor_pre_hook(self._output_nr, hook)
+        if self._hooks is None:
+            self._hooks = HookDict()
+        return add_hook(self._hooks, hook)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        from .autograd import engine  # upward call (see tests/test_layering.py)
+        engine.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    # ------------------------------------------------------------ printing
+    def __repr__(self):
+        return _format_tensor(self)
+
+    def __format__(self, spec):
+        if self._data.ndim == 0 and spec:
+            return format(self.item(), spec)
+        return object.__format__(self, spec)
+
+
+def _init(t, arr, grad_fn, version_counter, requires_grad=False, output_nr=0):
+    t._data = arr
+    t._requires_grad = requires_grad
+    t._grad_fn = grad_fn
+    t._output_nr = output_nr
+    t._grad = None
+    t._version_counter = version_counter
+    t._retains_grad = False
+    t._hooks = None
+    t._accumulator = None
+    t._base = None
+
+
+def _make(arr, grad_fn=None, output_nr=0, requires_grad=False, version_counter=None):
+    """Fast internal constructor: wrap an ndarray (already of a supported dtype)."""
+    t = object.__new__(Tensor)
+    _init(t, arr, grad_fn, [0] if version_counter is None else version_counter,
+          requires_grad, output_nr)
+    return t
+
+
+def _wrap_dim(dim, ndim):
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of "
+                         f"[{-n}, {n - 1}], but got {dim})")
+    return dim % n
+
+
+# ---------------------------------------------------------------- data -> array
+def _infer_dtype(data):
+    """PyTorch's dtype inference for Python data: bool, int64, or the default float."""
+    if isinstance(data, np.ndarray):
+        return dtypes.from_numpy_dtype(data.dtype)
+    if isinstance(data, np.generic):
+        return dtypes.from_numpy_dtype(data.dtype)
+    if isinstance(data, Tensor):
+        return data.dtype
+    if isinstance(data, (list, tuple)):
+        found = [_infer_dtype(x) for x in data]
+        if not found:
+            return dtypes.get_default_dtype()
+        result = found[0]
+        for dt in found[1:]:
+            result = dtypes.promote_types(result, dt)
+        return result
+    if isinstance(data, (bool, np.bool_)):
+        return dtypes.bool_
+    if isinstance(data, numbers.Integral):
+        return dtypes.int64
+    if isinstance(data, numbers.Real):
+        return dtypes.get_default_dtype()
+    raise TypeError(f"Could not infer dtype of {type(data).__name__}")
+
+
+def _to_array(data, dtype=None, copy=True):
+    dtype = dtypes.to_dtype(dtype)
+    if isinstance(data, Tensor):
+        arr = data._data
+    elif isinstance(data, np.ndarray):
+        arr = data
+    else:
+        if dtype is None:
+            dtype = _infer_dtype(data)
+        arr = np.array(_unwrap_nested(data), dtype=dtype.np)
+        copy = False
+    if dtype is None:
+        dtype = dtypes.from_numpy_dtype(arr.dtype)
+    if arr.dtype != dtype.np:
+        return arr.astype(dtype.np)
+    return arr.copy() if copy else arr
+
+
+def _unwrap_nested(data):
+    if isinstance(data, Tensor):
+        return data._data
+    if isinstance(data, (list, tuple)):
+        return [_unwrap_nested(x) for x in data]
+    return data
+
+
+# ---------------------------------------------------------------- creation
+def tensor(data, dtype=None, requires_grad=False):
+    """A new leaf tensor holding a copy of `data` (PyTorch's `torch.tensor`)."""
+    if isinstance(data, Tensor):
+        warnings.warn("To copy construct from a tensor, it is recommended to use "
+                      "sourceTensor.clone().detach() or "
+                      "sourceTensor.clone().detach().requires_grad_(True), rather than "
+                      "ak.tensor(sourceTensor).", UserWarning, stacklevel=2)
+    t = _make(_to_array(data, dtype))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def as_tensor(data, dtype=None):
+    """Like `tensor`, but shares memory with `data` when no copy is needed."""
+    if isinstance(data, Tensor):
+        dtype = dtypes.to_dtype(dtype)
+        return data if dtype is None or dtype == data.dtype else data.to(dtype)
+    return _make(_to_array(data, dtype, copy=False))
+
+
+def from_numpy(arr):
+    """A tensor sharing memory with the ndarray `arr`."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(arr).__name__})")
+    dtypes.from_numpy_dtype(arr.dtype)
+    return _make(_to_array(arr, copy=False))
+
+
+def _shape_arg(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    shape = tuple(int(s) for s in size)
+    if any(s < 0 for s in shape):
+        raise RuntimeError(f"Trying to create tensor with negative dimension: {list(shape)}")
+    return shape
+
+
+def _new(arr, requires_grad):
+    t = _make(arr)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _float_or(dtype):
+    return dtypes.to_dtype(dtype) or dtypes.get_default_dtype()
+
+
+def zeros(*size, dtype=None, requires_grad=False):
+    return _new(np.zeros(_shape_arg(size), _float_or(dtype).np), requires_grad)
+
+
+def ones(*size, dtype=None, requires_grad=False):
+    return _new(np.ones(_shape_arg(size), _float_or(dtype).np), requires_grad)
+
+
+def empty(*size, dtype=None, requires_grad=False):
+    return _new(np.empty(_shape_arg(size), _float_or(dtype).np), requires_grad)
+
+
+def full(size, fill_value, dtype=None, requires_grad=False):
+    dtype = dtypes.to_dtype(dtype) or _infer_dtype(fill_value)
+    return _new(np.full(_shape_arg((size,)), fill_value, dtype.np), requires_grad)
+
+
+def _like_dtype(t, dtype):
+    return (dtypes.to_dtype(dtype) or dtypes.from_numpy_dtype(np.asarray(t).dtype)).np
+
+
+def zeros_like(t, dtype=None, requires_grad=False):
+    return _new(np.zeros(np.shape(t), _like_dtype(t, dtype)), requires_grad)
+
+
+def ones_like(t, dtype=None, requires_grad=False):
+    return _new(np.ones(np.shape(t), _like_dtype(t, dtype)), requires_grad)
+
+
+def empty_like(t, dtype=None, requires_grad=False):
+    return _new(np.empty(np.shape(t), _like_dtype(t, dtype)), requires_grad)
+
+
+def full_like(t, fill_value, dtype=None, requires_grad=False):
+    return _new(np.full(np.shape(t), fill_value, _like_dtype(t, dtype)), requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        dtype = _infer_dtype([start, end, step])
+    dtype = dtypes.to_dtype(dtype)
+    return _new(np.arange(start, end, step).astype(dtype.np), requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, requires_grad=False):
+    return _new(np.linspace(start, end, int(steps), dtype=_float_or(dtype).np), requires_grad)
+
+
+def eye(n, m=None, dtype=None, requires_grad=False):
+    return _new(np.eye(n, m, dtype=_float_or(dtype).np), requires_grad)
+
+
+class _RandomState:
+    """The global generator behind rand/randn, reset by manual_seed."""
+
+    generator = np.random.default_rng()
+
+
+def manual_seed(seed):
+    _RandomState.generator = np.random.default_rng(int(seed))
+
+
+def rand(*size, dtype=None, requires_grad=False):
+    dtype = _float_or(dtype)
+    arr = _RandomState.generator.random(_shape_arg(size)).astype(dtype.np)
+    return _new(arr, requires_grad)
+
+
+def randn(*size, dtype=None, requires_grad=False):
+    dtype = _float_or(dtype)
+    arr = _RandomState.generator.standard_normal(_shape_arg(size)).astype(dtype.np)
+    return _new(arr, requires_grad)
+
+
+def randint(low, high=None, size=(), dtype=None):
+    if high is None:
+        low, high = 0, low
+    dtype = dtypes.to_dtype(dtype) or dtypes.int64
+    return _make(_RandomState.generator.integers(low, high, _shape_arg((size,)))
+                 .astype(dtype.np))
+
+
+# ---------------------------------------------------------------- printing
+def _format_numbers(arr):
+    if arr.dtype.kind == "b":
+        return np.array2string(arr, separator=", ", formatter={"bool": str})
+    if arr.dtype.kind in "iu":
+        return np.array2string(arr, separator=", ", threshold=1000)
+    finite = arr[np.isfinite(arr)]
+    if finite.size and np.all(finite == np.round(finite)) and np.max(np.abs(finite)) < 1e8:
+        fmt = "{:.0f}."
+    elif finite.size and (np.max(np.abs(finite)) >= 1e8 or
+                          np.min(np.abs(finite[finite != 0]), initial=1) < 1e-4):
+        fmt = "{:.4e}"
+    else:
+        fmt = "{:.4f}"
+
+    def one(v):
+        return str(v) if not np.isfinite(v) else fmt.format(v)
+    return np.array2string(arr, separator=", ", threshold=1000,
+                           formatter={"float_kind": one})
+
+
+def _format_tensor(t):
+    body = _format_numbers(t._data)
+    extras = []
+    if t._data.size == 0 and t._data.ndim != 1:
+        body = "[]"
+        extras.append(f"size={tuple(t._data.shape)}")
+    dt = t.dtype
+    default_float = dtypes.get_default_dtype()
+    if dt not in (default_float, dtypes.int64, dtypes.bool_):
+        extras.append(f"dtype={dt!r}")
+    if t._grad_fn is not None:
+        extras.append(f"grad_fn=<{t._grad_fn.name()}>")
+    elif t._requires_grad:
+        extras.append("requires_grad=True")
+    body = body.replace("\n", "\n       ")
+    return "tensor(" + ", ".join([body] + extras) + ")"

@@ -10,13 +10,15 @@ import inspect
 import numpy as np
 
 from ..tensor import Tensor, _make
-from . import binary, reduction, shape, unary
+from . import (binary, comparison, indexing, inplace, linalg, nn, reduction, shape,
+               unary)
 from ._families import ArrayFunction
 
-MODULES = (unary, binary, reduction, shape)
+MODULES = (unary, binary, comparison, reduction, linalg, shape, indexing, inplace, nn)
 
 FUNCTIONS = {}  # public name -> callable (ak.NAME)
 METHODS = {}  # public name -> callable taking the tensor first (Tensor.NAME)
+PROPERTIES = {}  # public name -> callable taking the tensor (Tensor.NAME, a property)
 CLASSES = []  # every built-in Function class, for tests and introspection
 
 
@@ -27,8 +29,10 @@ def _public_callable(cls):
 
 
 def _register(name, fn, variants):
-    if name in FUNCTIONS or name in METHODS:
+    if name in FUNCTIONS or name in METHODS or name in PROPERTIES:
         raise RuntimeError(f"two ops claim the public name {name!r}")
+    if "property" in variants:
+        PROPERTIES[name] = fn
     if "function" in variants:
         FUNCTIONS[name] = fn
     if "method" in variants:
@@ -95,6 +99,8 @@ _INPLACE_OPERATORS = {"__iadd__": "add_", "__isub__": "sub_", "__imul__": "mul_"
 def _bind_tensor_methods():
     for name, fn in METHODS.items():
         setattr(Tensor, name, _as_method(fn))
+    for name, fn in PROPERTIES.items():
+        setattr(Tensor, name, property(fn))
     for dunder, (name, reflected) in _OPERATORS.items():
         if name in FUNCTIONS:
             setattr(Tensor, dunder, _binary_operator(FUNCTIONS[name], reflected))

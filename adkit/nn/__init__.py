@@ -1,0 +1,2 @@
+"""adkit.nn: only `functional` for now."""
+from . import functional

@@ -1,0 +1,1 @@
+"""adkit.nn.functional (being written)."""

@@ -1,0 +1,1 @@
+"""Built-in ops: nn (being written)."""

@@ -1,0 +1,2 @@
+"""Op rows: indexing."""
+ROWS = []

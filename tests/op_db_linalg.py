@@ -1,0 +1,2 @@
+"""Op rows: linalg."""
+ROWS = []

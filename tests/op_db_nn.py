@@ -1,0 +1,2 @@
+"""Op rows: nn."""
+ROWS = []

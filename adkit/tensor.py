@@ -460,24 +460,28 @@ def randint(low, high=None, size=(), dtype=None):
 
 
 # ---------------------------------------------------------------- printing
-def _format_numbers(arr):
-    if arr.dtype.kind == "b":
-        return np.array2string(arr, separator=", ", formatter={"bool": str})
-    if arr.dtype.kind in "iu":
-        return np.array2string(arr, separator=", ", threshold=1000)
-    finite = arr[np.isfinite(arr)]
-    if finite.size and np.all(finite == np.round(finite)) and np.max(np.abs(finite)) < 1e8:
+def _element_formatter(arr):
+    """PyTorch's choice: integers as is; floats as `1.` when all are whole, else 4
+    decimals, or scientific when the range is very large or small."""
+    if arr.dtype.kind in "biu":
+        return str
+    finite = np.abs(arr[np.isfinite(arr)].astype(np.float64))
+    nonzero = finite[finite != 0]
+    if finite.size and np.all(finite == np.round(finite)) and finite.max() < 1e8:
         fmt = "{:.0f}."
-    elif finite.size and (np.max(np.abs(finite)) >= 1e8 or
-                          np.min(np.abs(finite[finite != 0]), initial=1) < 1e-4):
+    elif nonzero.size and (nonzero.max() >= 1e8 or nonzero.min() < 1e-4 or
+                           nonzero.max() / nonzero.min() > 1e3 and nonzero.min() < 1e-2):
         fmt = "{:.4e}"
     else:
         fmt = "{:.4f}"
+    return lambda v: fmt.format(v) if np.isfinite(v) else str(v)
 
-    def one(v):
-        return str(v) if not np.isfinite(v) else fmt.format(v)
+
+def _format_numbers(arr):
+    one = _element_formatter(arr)
+    width = max((len(one(v)) for v in arr.reshape(-1)), default=0)
     return np.array2string(arr, separator=", ", threshold=1000,
-                           formatter={"float_kind": one})
+                           formatter={"all": lambda v: one(v).rjust(width)})
 
 
 def _format_tensor(t):

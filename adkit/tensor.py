@@ -258,11 +258,23 @@ def _init(t, arr, grad_fn, version_counter, requires_grad=False, output_nr=0):
 
 
 def _make(arr, grad_fn=None, output_nr=0, requires_grad=False, version_counter=None):
-    """Fast internal constructor: wrap an ndarray (already of a supported dtype)."""
-    t = object.__new__(Tensor)
-    _init(t, arr, grad_fn, [0] if version_counter is None else version_counter,
-          requires_grad, output_nr)
+    """Fast internal constructor: wrap an ndarray (already of a supported dtype).
+    NB: _init inlined; this runs once per op output."""
+    t = _new_tensor(Tensor)
+    t._data = arr
+    t._requires_grad = requires_grad
+    t._grad_fn = grad_fn
+    t._output_nr = output_nr
+    t._grad = None
+    t._version_counter = [0] if version_counter is None else version_counter
+    t._retains_grad = False
+    t._hooks = None
+    t._accumulator = None
+    t._base = None
     return t
+
+
+_new_tensor = object.__new__
 
 
 def _wrap_dim(dim, ndim):

@@ -140,26 +140,14 @@ def run_backward(roots, root_grads, keep_graph, create_graph, inputs, allow_unus
     for (node, nr), g in root_edges:
         _add_to_buffer(buffers, node, nr, g)
     ready = [(-n._sequence_nr, i, n) for i, n in enumerate(order)
-             if needed[n] and deps.get(n, 0) == 0 and n in buffers]
+             if n in buffers and deps.get(n, 0) == 0 and (needed is None or needed[n])]
     heapq.heapify(ready)
     captured = [None] * (len(inputs) if inputs is not None else 0)
     prev_mode, prev_valid = STATE.enabled, _ENGINE.checkpoint_valid
     STATE.enabled, _ENGINE.checkpoint_valid = create_graph, inputs is None or accumulate
-    tiebreak = len(order)
     try:
-        while ready:
-            node = heapq.heappop(ready)[2]
-            grads = buffers.pop(node, None) or [None] * node._num_outputs
-            outs = _evaluate(node, grads, captures, captured, accumulate, keep_graph)
-            for (child, nr), g in zip(node.next_functions, outs):
-                if child is None or not needed.get(child):
-                    continue
-                if g is not None:
-                    _add_to_buffer(buffers, child, nr, g)
-                deps[child] -= 1
-                if deps[child] == 0:
-                    tiebreak += 1
-                    heapq.heappush(ready, (-child._sequence_nr, tiebreak, child))
+        _execute(ready, buffers, deps, needed, len(order), captures, captured, accumulate,
+                 keep_graph)
     finally:
         STATE.enabled, _ENGINE.checkpoint_valid = prev_mode, prev_valid
     if inputs is not None and not accumulate:
@@ -193,39 +181,77 @@ def _capture_points(inputs, accumulate):
 
 
 def _discover(root_nodes, captures):
-    """Post-order of the nodes reachable from the roots (children first), the number of
-    edges into each node from nodes that will run, and whether each node must run."""
-    order, seen = [], {}
+    """Post-order of the nodes reachable from the roots, reversed (roots first); the
+    number of edges into each node from nodes that will run; and which nodes must run
+    (None: all of them, the plain backward() case)."""
+    order, deps = [], {}
+    count_now = captures is None  # else only edges between needed nodes count (below)
     for root in root_nodes:
-        if root in seen:
+        if root in deps:
             continue
-        seen[root] = True
+        deps[root] = 0
         stack = [(root, iter(root.next_functions))]
         while stack:
             node, children = stack[-1]
             for child, _ in children:
-                if child is not None and child not in seen:
-                    seen[child] = True
-                    stack.append((child, iter(child.next_functions)))
-                    break
+                if child is None:
+                    continue
+                if child in deps:
+                    if count_now:
+                        deps[child] += 1
+                    continue
+                deps[child] = 1 if count_now else 0
+                stack.append((child, iter(child.next_functions)))
+                break
             else:
                 stack.pop()
                 order.append(node)
-    if captures is None:
-        needed = dict.fromkeys(order, True)
-    else:
+    needed = None
+    if captures is not None:
         needed = {}
         for node in order:  # children come first, so their flag is already known
             needed[node] = node in captures or any(
                 c is not None and needed[c] for c, _ in node.next_functions)
-    deps = {}
-    for node in order:
-        if needed[node]:
-            for child, _ in node.next_functions:
-                if child is not None and needed[child]:
-                    deps[child] = deps.get(child, 0) + 1
-    order.reverse()  # roots first, for the initial ready list
+        for node in order:
+            if needed[node]:
+                for child, _ in node.next_functions:
+                    if child is not None and needed[child]:
+                        deps[child] += 1
+    order.reverse()
     return order, deps, needed
+
+
+def _execute(ready, buffers, deps, needed, tiebreak, captures, captured, accumulate,
+             keep_graph):
+    """Run ready nodes, highest sequence number first, passing gradients on."""
+    heappop, heappush = heapq.heappop, heapq.heappush
+    while ready:
+        node = heappop(ready)[2]
+        grads = buffers.pop(node, None) or [None] * node._num_outputs
+        if captures is None and node._tensor_pre_hooks is None and node._pre_hooks is None \
+                and node._post_hooks is None and node._retain_grad_hooks is None:
+            # fast path: no hooks, nothing to capture
+            if grads.count(None) == len(grads):
+                outs = (None,) * len(node.next_functions)
+            else:
+                outs = node._run(grads)
+                if not keep_graph and node._saved:
+                    node._release()
+        else:
+            outs = _evaluate(node, grads, captures, captured, accumulate, keep_graph)
+        for (child, nr), g in zip(node.next_functions, outs):
+            if child is None or (needed is not None and not needed[child]):
+                continue
+            if g is not None:
+                buf = buffers.get(child)
+                if buf is None:
+                    buf = buffers[child] = [None] * child._num_outputs
+                buf[nr] = g if buf[nr] is None else buf[nr] + g
+            remaining = deps[child] - 1
+            deps[child] = remaining
+            if remaining == 0:
+                tiebreak += 1
+                heappush(ready, (-child._sequence_nr, tiebreak, child))
 
 
 def _evaluate(node, grads, captures, captured, accumulate, keep_graph):

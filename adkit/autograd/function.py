@@ -27,7 +27,7 @@ class FunctionCtx:
     def save_for_backward(self, *tensors):
         """Save tensors (or None) for `backward`, read back through `saved_tensors`."""
         for i, t in enumerate(tensors):
-            if t is not None and not isinstance(t, Tensor):
+            if t is not None and type(t) is not Tensor and not isinstance(t, Tensor):
                 raise TypeError(f"save_for_backward can only save variables, but argument "
                                 f"{i} is of type {type(t).__name__}")
         self.to_save = tensors
@@ -82,15 +82,25 @@ class BackwardCFunction(Node, FunctionCtx, _HookMixin):
 
     def apply(self, *args):
         """Run the Function's backward (or vjp) on the gradients of its outputs."""
-        cls = self._forward_cls
-        backward_fn, vjp_fn = cls.backward, cls.vjp
+        user_fn = self._user_backward
+        if user_fn is None:
+            user_fn = type(self)._resolve_backward()
+        return user_fn(self, *args)
+
+    _user_backward = None  # backward or vjp of _forward_cls, resolved on first use
+
+    @classmethod
+    def _resolve_backward(cls):
+        fwd = cls._forward_cls
+        backward_fn, vjp_fn = fwd.backward, fwd.vjp
         if backward_fn is not Function.backward and vjp_fn is not Function.vjp \
                 and backward_fn is not vjp_fn:
             raise RuntimeError("Implementing both 'backward' and 'vjp' for a custom "
                                "Function is not allowed. You should only implement one "
                                "of them.")
-        user_fn = vjp_fn if vjp_fn is not Function.vjp else backward_fn
-        return user_fn(self, *args)
+        cls._user_backward = staticmethod(vjp_fn if vjp_fn is not Function.vjp
+                                          else backward_fn)
+        return vjp_fn if vjp_fn is not Function.vjp else backward_fn
 
     def apply_jvp(self, *args):
         """Run the Function's jvp on the tangents of its inputs."""
@@ -116,9 +126,21 @@ class BackwardCFunction(Node, FunctionCtx, _HookMixin):
                      for g, meta in zip(grads, self._output_meta)]
         result = self.apply(*grads)
         metas = self._input_meta
-        if type(result) is Tensor and len(metas) == 1 and \
-                result._data.shape == metas[0][0] and result._data.dtype == metas[0][1]:
-            return (result,)  # fast path: one input, gradient already right
+        if type(result) is not tuple:
+            result = (result,)
+        if len(result) == len(metas):  # fast path: every gradient already right
+            checked = []
+            for g, meta in zip(result, metas):
+                if meta is None:
+                    if g is not None:
+                        break
+                    continue
+                if g is not None and (type(g) is not Tensor or g._data.shape != meta[0]
+                                      or g._data.dtype != meta[1]):
+                    break
+                checked.append(g)
+            else:
+                return checked
         return _check_backward_result(self, result)
 
 
@@ -311,6 +333,13 @@ def _eager_apply(cls, args):
                 if cls.is_view:
                     _make_view_of(outputs, args[0])
                 return outputs
+            else:
+                ctx = cls._backward_cls()
+                ctx.needs_input_grad = _needs(args)
+                cls.setup_context(ctx, args, outputs)
+                if not ctx.dirty_tensors:
+                    return _record_single(cls, ctx, args, outputs)
+                return _finish(cls, ctx, args, outputs, requires)
         else:
             outputs = _wrap_arrays(raw, args)
         # Outputs that are inputs need setup_context even without grad: it says whether
@@ -363,28 +392,49 @@ def _wrap_array(arr, args):
     return _is_input_data(arr, args) or _make(arr)
 
 
+def _link_inputs(ctx, args):
+    """The node's edges to its inputs' nodes, and what backward's results must match."""
+    edges, metas = [], []
+    for a in args:
+        if type(a) is Tensor:
+            fn = a._grad_fn
+            if fn is not None:
+                edges.append((fn, a._output_nr))
+            elif a._requires_grad:
+                edges.append((grad_accumulator(a), 0))
+            else:
+                edges.append(_NO_EDGE)
+            metas.append((a._data.shape, a._data.dtype))
+        else:
+            metas.append(None)
+    ctx.next_functions = tuple(edges)
+    ctx._input_meta = metas
+    ctx._sequence_nr = next(SEQUENCE)
+
+
+def _record_single(cls, ctx, args, out):
+    """_finish for the common case: one fresh output tensor, nothing marked dirty."""
+    _link_inputs(ctx, args)
+    if cls.is_view:
+        _make_view_of(out, args[0])
+    non_diff = ctx.non_differentiable
+    if out._data.dtype.kind == "f" and not (non_diff and _contains(non_diff, out)):
+        out._requires_grad = True
+        out._grad_fn = ctx
+    ctx._output_meta = ((out._data.shape, out._data.dtype),)
+    if ctx.to_save:
+        ctx._saved = pack_saved(ctx, ctx.to_save)
+        ctx.to_save = ()
+    return out
+
+
 def _finish(cls, ctx, args, outputs, requires):
     """Set the history of the outputs (PyTorch's _wrap_outputs) and save tensors."""
     is_tuple = type(outputs) is tuple
     outs = list(outputs) if is_tuple else [outputs]
     dirty = ctx.dirty_tensors
     if requires:
-        edges, metas = [], []
-        for a in args:
-            if type(a) is Tensor:
-                fn = a._grad_fn
-                if fn is not None:
-                    edges.append((fn, a._output_nr))
-                elif a._requires_grad:
-                    edges.append((grad_accumulator(a), 0))
-                else:
-                    edges.append(_NO_EDGE)
-                metas.append((a._data.shape, a._data.dtype))
-            else:
-                metas.append(None)
-        ctx.next_functions = tuple(edges)
-        ctx._input_meta = metas
-        ctx._sequence_nr = next(SEQUENCE)
+        _link_inputs(ctx, args)
     non_diff = ctx.non_differentiable
     for i, out in enumerate(outs):
         if not isinstance(out, Tensor):
@@ -412,7 +462,7 @@ def _finish(cls, ctx, args, outputs, requires):
         ctx._output_meta = [(o._data.shape, o._data.dtype) if isinstance(o, Tensor)
                             else None for o in outs]
         if ctx.to_save:
-            ctx._saved = _save(ctx, ctx.to_save)
+            ctx._saved = pack_saved(ctx, ctx.to_save)
             ctx.to_save = ()
     return tuple(outs) if is_tuple else outs[0]
 
@@ -442,10 +492,6 @@ def _mark_modified(tensor, requires):
                                "in place; adkit does not rebase the history of views yet. "
                                "Modify the base tensor, or use an out-of-place op.")
     tensor._version_counter[0] += 1
-
-
-def _save(ctx, tensors):
-    return tuple([None if t is None else pack_saved(t, t._grad_fn is ctx) for t in tensors])
 
 
 def _alias(tensor):

@@ -29,6 +29,7 @@ class Node:
     _retain_grad_hooks = None
     _metadata = None
     _sequence_nr = 0
+    _saved = ()  # what _release frees (see BackwardCFunction)
 
     def name(self):
         return type(self).__name__
@@ -135,11 +136,17 @@ def gradient_edge(tensor):
 # A saved tensor is packed as (tensor, version) for anything but an output of the saving
 # node. An output is packed as (data, version counter, version, output_nr): keeping the
 # tensor would hold its grad_fn, which holds the pack: a reference cycle.
-def pack_saved(tensor, is_output):
-    if is_output:
-        return (tensor._data, tensor._version_counter, tensor._version_counter[0],
-                tensor._output_nr)
-    return (tensor, tensor._version_counter[0])
+def pack_saved(node, tensors):
+    """Pack the tensors `node` saves for backward, recording their versions now."""
+    packs = []
+    for t in tensors:
+        if t is None:
+            packs.append(None)
+        elif t._grad_fn is node:
+            packs.append((t._data, t._version_counter, t._version_counter[0], t._output_nr))
+        else:
+            packs.append((t, t._version_counter[0]))
+    return tuple(packs)
 
 
 def unpack_saved(node, packs):

@@ -70,12 +70,24 @@ def _operand(other):
     return NotImplemented
 
 
+_FAST_OPERANDS = (Tensor, float, int)
+
+
 def _binary_operator(fn, reflected=False):
-    def operator(self, other):
-        other = _operand(other)
-        if other is NotImplemented:
-            return NotImplemented
-        return fn(other, self) if reflected else fn(self, other)
+    if reflected:
+        def operator(self, other):
+            if type(other) not in _FAST_OPERANDS:
+                other = _operand(other)
+                if other is NotImplemented:
+                    return NotImplemented
+            return fn(other, self)
+    else:
+        def operator(self, other):
+            if type(other) not in _FAST_OPERANDS:
+                other = _operand(other)
+                if other is NotImplemented:
+                    return NotImplemented
+            return fn(self, other)
     return operator
 
 

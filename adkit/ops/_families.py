@@ -68,9 +68,16 @@ class BinaryElementwise(ArrayFunction):
     backward: grad_x = sum_to(grad_out * dz/dx, x.shape), likewise y;
     jvp:      out_t = dz/dx * x_t + dz/dy * y_t."""
 
+    # Ops whose partials are numbers (add, sub) set this: then nothing is saved for
+    # backward but shapes, and partials(None, None, None) is called.
+    constant_partials = False
+
     @staticmethod
     def setup_context(ctx, inputs, output):
-        save_mixed(ctx, inputs, output)
+        if ctx._forward_cls.constant_partials:
+            ctx.shapes = (shape_of(inputs[0]), shape_of(inputs[1]), tuple(output._data.shape))
+        else:
+            save_mixed(ctx, inputs, output)
 
     @staticmethod
     def partials(x, y, out):
@@ -78,23 +85,48 @@ class BinaryElementwise(ArrayFunction):
 
     @staticmethod
     def backward(ctx, grad_out):
-        (x, y), out = load_mixed(ctx)
-        dx, dy = ctx._forward_cls.partials(x, y, out)
+        cls = ctx._forward_cls
         need_x, need_y = ctx.needs_input_grad[:2]
-        grad_x = sum_to(_scale(grad_out, dx), shape_of(x)) if need_x else None
-        grad_y = sum_to(_scale(grad_out, dy), shape_of(y)) if need_y else None
+        if cls.constant_partials:
+            dx, dy = cls.partials(None, None, None)
+            shape_x, shape_y, _ = ctx.shapes
+        else:
+            (x, y), out = load_mixed(ctx)
+            dx, dy = cls.partials(x, y, out)
+            shape_x, shape_y = shape_of(x), shape_of(y)
+        grad_x = _unbroadcast(_scale(grad_out, dx), shape_x) if need_x else None
+        grad_y = _unbroadcast(_scale(grad_out, dy), shape_y) if need_y else None
         return grad_x, grad_y
 
     @staticmethod
     def jvp(ctx, x_t, y_t):
-        (x, y), out = load_mixed(ctx)
-        dx, dy = ctx._forward_cls.partials(x, y, out)
+        cls = ctx._forward_cls
+        if cls.constant_partials:
+            dx, dy = cls.partials(None, None, None)
+            out = _Shape(ctx.shapes[2])
+        else:
+            (x, y), out = load_mixed(ctx)
+            dx, dy = cls.partials(x, y, out)
         terms = [_scale(t, d) for t, d in ((x_t, dx), (y_t, dy)) if t is not None]
         terms = [t for t in terms if t is not None]
         if not terms:
-            return out * 0
+            return None
         total = terms[0] if len(terms) == 1 else terms[0] + terms[1]
         return total.expand(out.shape) if total.shape != out.shape else total
+
+
+def _unbroadcast(grad, shape):
+    """sum_to(grad, shape), skipping the op when the shape already matches."""
+    if grad is None or grad._data.shape == shape:
+        return grad
+    return grad.sum_to_size(shape)
+
+
+class _Shape:
+    """Stands in for an output tensor when only its shape was kept."""
+
+    def __init__(self, shape):
+        self.shape = shape
 
 
 def _scale(t, d):

@@ -71,8 +71,14 @@ def float_cast_result(result, *operands):
 
 def save_mixed(ctx, inputs, output=None):
     """save_for_backward the tensor inputs (and output); keep numbers on ctx."""
-    ctx.save_for_backward(*[a if isinstance(a, Tensor) else None for a in inputs], output)
-    ctx.constants = [None if isinstance(a, Tensor) else a for a in inputs]
+    tensors, constants = [], []
+    for a in inputs:
+        is_tensor = type(a) is Tensor
+        tensors.append(a if is_tensor else None)
+        constants.append(None if is_tensor else a)
+    tensors.append(output)
+    ctx.save_for_backward(*tensors)
+    ctx.constants = constants
 
 
 def load_mixed(ctx):

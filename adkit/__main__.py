@@ -1,0 +1,19 @@
+"""`python -m adkit demo`: the worked example. Owns: the command line only."""
+import argparse
+import sys
+
+from . import _demo
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m adkit")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("demo", help="run the worked example")
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        return _demo.run()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 
 from .. import _dispatch
+from .._hooks import HookDict, add_hook
 from ..tensor import Tensor, _make
 from .grad_mode import STATE
 from .node import FREED_MESSAGE, SEQUENCE, Node, grad_accumulator, pack_saved, unpack_saved
@@ -61,7 +62,6 @@ class FunctionCtx:
 class _HookMixin:
     @staticmethod
     def _register_hook(backward_hooks, hook):
-        from .._hooks import HookDict, add_hook
         if backward_hooks is None:
             backward_hooks = HookDict()
         return backward_hooks, add_hook(backward_hooks, hook)

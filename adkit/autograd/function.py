@@ -459,6 +459,7 @@ def _finish(cls, ctx, args, outputs, requires):
                                    "were not returned as output. The inputs that are "
                                    "modified inplace must all be outputs of the Function.")
     if requires:
+        ctx._num_outputs = len(outs)
         ctx._output_meta = [(o._data.shape, o._data.dtype) if isinstance(o, Tensor)
                             else None for o in outs]
         if ctx.to_save:

@@ -335,7 +335,7 @@ def _eager_apply(cls, args):
                 return outputs
             else:
                 ctx = cls._backward_cls()
-                ctx.needs_input_grad = _needs(args)
+                _link_inputs(ctx, args)
                 cls.setup_context(ctx, args, outputs)
                 if not ctx.dirty_tensors:
                     return _record_single(cls, ctx, args, outputs)
@@ -345,11 +345,17 @@ def _eager_apply(cls, args):
         # Outputs that are inputs need setup_context even without grad: it says whether
         # they were modified in place (mark_dirty), which bumps their version.
         ctx = cls._backward_cls()
-        ctx.needs_input_grad = _needs(args) if requires else (False,) * len(args)
+        if requires:
+            _link_inputs(ctx, args)
+        else:
+            ctx.needs_input_grad = (False,) * len(args)
         cls.setup_context(ctx, args, outputs)
         return _finish(cls, ctx, args, outputs, requires)
     ctx = cls._backward_cls()
-    ctx.needs_input_grad = _needs(args) if requires else (False,) * len(args)
+    if requires:
+        _link_inputs(ctx, args)
+    else:
+        ctx.needs_input_grad = (False,) * len(args)
     prev = STATE.enabled
     STATE.enabled = False
     try:
@@ -362,10 +368,6 @@ def _eager_apply(cls, args):
     if cls._uses_setup_context():
         cls.setup_context(ctx, args, outputs)
     return _finish(cls, ctx, args, outputs, requires)
-
-
-def _needs(args):
-    return tuple([type(a) is Tensor and a._requires_grad for a in args])
 
 
 def _is_input_data(arr, args):
@@ -393,28 +395,33 @@ def _wrap_array(arr, args):
 
 
 def _link_inputs(ctx, args):
-    """The node's edges to its inputs' nodes, and what backward's results must match."""
-    edges, metas = [], []
+    """Before forward: the node's edges to its inputs' nodes (taken before any in-place
+    change rebases them), `needs_input_grad`, and what backward's results must match."""
+    edges, metas, needs = [], [], []
     for a in args:
         if type(a) is Tensor:
             fn = a._grad_fn
             if fn is not None:
                 edges.append((fn, a._output_nr))
+                needs.append(True)
             elif a._requires_grad:
                 edges.append((grad_accumulator(a), 0))
+                needs.append(True)
             else:
                 edges.append(_NO_EDGE)
+                needs.append(False)
             metas.append((a._data.shape, a._data.dtype))
         else:
             metas.append(None)
+            needs.append(False)
     ctx.next_functions = tuple(edges)
+    ctx.needs_input_grad = tuple(needs)
     ctx._input_meta = metas
     ctx._sequence_nr = next(SEQUENCE)
 
 
 def _record_single(cls, ctx, args, out):
     """_finish for the common case: one fresh output tensor, nothing marked dirty."""
-    _link_inputs(ctx, args)
     if cls.is_view:
         _make_view_of(out, args[0])
     non_diff = ctx.non_differentiable
@@ -433,8 +440,6 @@ def _finish(cls, ctx, args, outputs, requires):
     is_tuple = type(outputs) is tuple
     outs = list(outputs) if is_tuple else [outputs]
     dirty = ctx.dirty_tensors
-    if requires:
-        _link_inputs(ctx, args)
     non_diff = ctx.non_differentiable
     for i, out in enumerate(outs):
         if not isinstance(out, Tensor):

@@ -1,1 +1,502 @@
-"""Built-in ops: inplace (being written)."""
+"""In-place ops (Tensor methods): add_, sub_, mul_, div_, copy_, zero_, fill_, clamp_, exp_.
+
+Owns: each op's forward, which writes into x's own array (`ufunc(..., out=x)`) and returns
+that same array, so the core hands back x itself; setup_context calls `ctx.mark_dirty(x)`
+and the core bumps x's version and rebases its history onto this node. x keeps its dtype;
+a result type x cannot hold raises PyTorch's cast error. Does not: implement `x[i] = v`
+(indexing.py) or the out-of-place ops these mirror (binary.py, unary.py).
+NB: a rule that needs x's value from *before* the write (mul_, div_, clamp_) gets it as
+a hidden tensor argument `original`, a clone the public call makes only when a gradient
+may need it (PyTorch's `original_self`): forward cannot see whether grad is needed.
+"""
+import numpy as np
+
+from .. import _dispatch, dtypes
+from ..autograd.grad_mode import STATE
+from ..tensor import Tensor, zeros_like
+from ._families import ArrayFunction
+from ._helpers import shape_of, sum_to
+
+_TORCH_NAMES = {"float16": "Half", "float32": "Float", "float64": "Double",
+                "int32": "Int", "int64": "Long", "bool": "Bool"}
+
+
+def _can_cast(src, dst):
+    """PyTorch's canCast: no float -> integral/bool, no non-bool -> bool."""
+    if src.is_floating_point and not dst.is_floating_point:
+        return False
+    return dst.is_bool <= src.is_bool
+
+
+def _check_cast(result, x):
+    """`result` (a DType) must fit into the array x that receives it."""
+    dst = dtypes.from_numpy_dtype(x.dtype)
+    if not _can_cast(result, dst):
+        raise RuntimeError(f"result type {_TORCH_NAMES[result.name]} can't be cast to the "
+                           f"desired output type {_TORCH_NAMES[dst.name]}")
+
+
+def _check_target(x, *operands):
+    """x must be writable and keep its shape under broadcasting with the operands."""
+    shape = np.broadcast_shapes(x.shape, *[shape_of(o) for o in operands])
+    if shape != x.shape:
+        raise RuntimeError(f"output with shape {list(x.shape)} doesn't match the broadcast "
+                           f"shape {list(shape)}")
+    if not x.flags.writeable:
+        raise RuntimeError("unsupported operation: more than one element of the written-to "
+                           "tensor refers to a single memory location. Please clone() the "
+                           "tensor before performing the operation.")
+
+
+def _in_dtype(operand, dtype):
+    """An array operand converted to the computation dtype (numbers stay weak)."""
+    if isinstance(operand, np.ndarray) and operand.dtype != dtype.np:
+        return operand.astype(dtype.np)
+    return operand
+
+
+def _check_history(x):
+    """Refuse before writing (the core checks only after forward has run)."""
+    if STATE.enabled and x.requires_grad:
+        if x.is_leaf:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an "
+                               "in-place operation.")
+        base = getattr(x, "_base", None)
+        if base is not None and base.requires_grad:
+            raise RuntimeError("a view of a tensor that requires grad is being modified "
+                               "in place; adkit does not rebase the history of views yet. "
+                               "Modify the base tensor, or use an out-of-place op.")
+
+
+def _grad_possible(*operands):
+    """Whether a rule may later run on these operands (grad, or any transform level)."""
+    if _dispatch._STACK.get():
+        return True
+    return STATE.enabled and any(isinstance(t, Tensor) and t.requires_grad for t in operands)
+
+
+def _unalias(x, other):
+    """A saved operand must not be x itself (x is overwritten): use a copy of it."""
+    data, x_data = getattr(other, "_data", None), getattr(x, "_data", None)
+    if isinstance(data, np.ndarray) and isinstance(x_data, np.ndarray) and \
+            np.may_share_memory(data, x_data):
+        return other.clone()
+    return other
+
+
+def _zero_grad(ctx, grad):
+    return zeros_like(grad) if ctx.needs_input_grad[0] else None
+
+
+def _guarded_apply(cls, x, *args, **kwargs):
+    """The public call of an op with a regular signature: check x, then apply."""
+    _check_history(x)
+    return cls.apply(x, *args, **kwargs)
+
+
+def _total(*terms):
+    """The sum of the terms that are not None (tangent terms of absent tangents)."""
+    terms = [t for t in terms if t is not None]
+    total = terms[0]
+    for t in terms[1:]:
+        total = total + t
+    return total
+
+
+def _add_sub(ufunc, x, other, alpha):
+    """x <- ufunc(x, alpha * other), computed in the promoted dtype, stored in x's."""
+    result = dtypes.result_type(x, other)
+    if isinstance(alpha, float) and not result.is_floating_point:
+        raise RuntimeError("For integral input tensors, argument alpha must not be a "
+                           "floating point number.")
+    _check_cast(result, x)
+    _check_target(x, other)
+    other = _in_dtype(other, result)
+    if alpha != 1:
+        other = np.multiply(other, alpha, dtype=result.np)
+    return ufunc(x, other, out=x, casting="unsafe")
+
+
+class _AddSubInplace(ArrayFunction):
+    """x <- x + sign * alpha * y;  grad_x = grad, grad_y = sum_to(sign * alpha * grad)."""
+    variants = ("method",)
+    sign = 1
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.mark_dirty(inputs[0])
+        ctx.scale = ctx._forward_cls.sign * inputs[2]
+        ctx.other_shape = shape_of(inputs[1])
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad_other = None
+        if ctx.needs_input_grad[1]:
+            grad_other = sum_to(grad if ctx.scale == 1 else grad * ctx.scale, ctx.other_shape)
+        return grad, grad_other, None
+
+    @staticmethod
+    def jvp(ctx, x_t, other_t, _alpha):
+        return _total(x_t, None if other_t is None else other_t * ctx.scale)
+
+    @classmethod
+    def interface(cls, x, other, *, alpha=1):
+        _check_history(x)
+        return cls.apply(x, other, alpha)
+
+
+class AddInplace(_AddSubInplace):
+    """x <- x + alpha * y;  grad_x = grad, grad_y = sum_to(alpha * grad, y.shape)."""
+    public_name = "add_"
+
+    @staticmethod
+    def forward(x, other, alpha=1):
+        return _add_sub(np.add, x, other, alpha)
+
+
+class SubInplace(_AddSubInplace):
+    """x <- x - alpha * y;  grad_x = grad, grad_y = sum_to(-alpha * grad, y.shape)."""
+    public_name = "sub_"
+    aliases = ("subtract_",)
+    sign = -1
+
+    @staticmethod
+    def forward(x, other, alpha=1):
+        if x.dtype == np.bool_ and (not isinstance(other, np.ndarray) or
+                                    other.dtype == np.bool_):
+            raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                               "supported. Use the `^` or `logical_xor()` operator instead.")
+        return _add_sub(np.subtract, x, other, alpha)
+
+
+def _mul_div_interface(cls, x, other):
+    """Clone x (as `original`) only when the other operand may need a gradient."""
+    _check_history(x)
+    if not _grad_possible(x, other):
+        return cls.apply(x, other, None)
+    other = _unalias(x, other)
+    return cls.apply(x, other, x.clone() if _grad_possible(other) else None)
+
+
+class MulInplace(ArrayFunction):
+    """x <- x * y;  grad_x = grad * y, grad_y = sum_to(grad * x0, y.shape), where x0 is
+    x before the write (the hidden `original`, given only when y may need a gradient)."""
+    public_name = "mul_"
+    aliases = ("multiply_",)
+    variants = ("method",)
+
+    @staticmethod
+    def forward(x, other, original=None):
+        result = dtypes.result_type(x, other)
+        _check_cast(result, x)
+        _check_target(x, other)
+        return np.multiply(x, _in_dtype(other, result), out=x, casting="unsafe")
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, other, original = inputs
+        ctx.mark_dirty(x)
+        _save_operands(ctx, other, original)
+
+    @staticmethod
+    def backward(ctx, grad):
+        other, original = _load_operands(ctx)
+        grad_x = grad * other if ctx.needs_input_grad[0] else None
+        grad_other = None
+        if ctx.needs_input_grad[1]:
+            grad_other = sum_to(grad * original, ctx.other_shape)
+        return grad_x, grad_other, None
+
+    @staticmethod
+    def jvp(ctx, x_t, other_t, _original_t):
+        other, original = _load_operands(ctx)
+        return _total(None if x_t is None else x_t * other,
+                      None if other_t is None else other_t * original)
+
+    interface = classmethod(_mul_div_interface)
+
+
+def _save_operands(ctx, other, original):
+    """Save y (and x0 when y needs a gradient); numbers stay on ctx."""
+    need_x, need_other = ctx.needs_input_grad[:2]
+    if need_other and original is None:
+        raise RuntimeError(f"{ctx._forward_cls.public_name}: the gradient for the other "
+                           "operand needs self's value before the in-place write; call the "
+                           "Tensor method, which passes it")
+    tensor_other = isinstance(other, Tensor)
+    ctx.other = None if tensor_other else other
+    ctx.other_shape = shape_of(other)
+    ctx.save_for_backward(other if tensor_other and (need_x or need_other) else None,
+                          original if need_other else None)
+
+
+def _load_operands(ctx):
+    other, original = ctx.saved_tensors
+    return (ctx.other if other is None else other), original
+
+
+class DivInplace(ArrayFunction):
+    """x <- x / y;  grad_x = grad / y, grad_y = sum_to(-grad * x0 / y^2, y.shape), where x0
+    is x before the write (the hidden `original`, given only when y may need a gradient)."""
+    public_name = "div_"
+    aliases = ("divide_", "true_divide_")
+    variants = ("method",)
+
+    @staticmethod
+    def forward(x, other, original=None):
+        result = dtypes.float_result_type(x, other)
+        _check_cast(result, x)
+        _check_target(x, other)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.true_divide(x, _in_dtype(other, result), out=x, casting="unsafe")
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, other, original = inputs
+        ctx.mark_dirty(x)
+        _save_operands(ctx, other, original)
+
+    @staticmethod
+    def backward(ctx, grad):
+        other, original = _load_operands(ctx)
+        grad_x = grad / other if ctx.needs_input_grad[0] else None
+        grad_other = None
+        if ctx.needs_input_grad[1]:
+            grad_other = sum_to(-grad * original / (other * other), ctx.other_shape)
+        return grad_x, grad_other, None
+
+    @staticmethod
+    def jvp(ctx, x_t, other_t, _original_t):
+        other, original = _load_operands(ctx)
+        return _total(None if x_t is None else x_t / other,
+                      None if other_t is None else -other_t * original / (other * other))
+
+    interface = classmethod(_mul_div_interface)
+
+
+class CopyInplace(ArrayFunction):
+    """x <- src broadcast to x's shape and cast to x's dtype;
+    grad_x = 0, grad_src = sum_to(grad, src.shape) in src's dtype."""
+    public_name = "copy_"
+    variants = ("method",)
+
+    @staticmethod
+    def forward(x, src, non_blocking=False):
+        _check_same_or_broadcast(x.shape, src.shape)
+        _check_target(x)
+        np.copyto(x, src, casting="unsafe")
+        return x
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.mark_dirty(inputs[0])
+        ctx.src_shape = tuple(inputs[1].shape)
+        ctx.src_dtype = inputs[1].dtype
+        ctx.x_dtype = inputs[0].dtype
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad_src = None
+        if ctx.needs_input_grad[1]:
+            grad_src = sum_to(grad, ctx.src_shape)
+            if grad_src.dtype != ctx.src_dtype:
+                grad_src = grad_src.to(ctx.src_dtype)
+        return _zero_grad(ctx, grad), grad_src, None
+
+    @staticmethod
+    def jvp(ctx, x_t, src_t, _non_blocking):
+        if src_t is None:
+            return zeros_like(x_t)
+        src_t = src_t if src_t.dtype == ctx.x_dtype else src_t.to(ctx.x_dtype)
+        return src_t.expand(x_t.shape) if x_t is not None else src_t
+
+    @classmethod
+    def interface(cls, x, src, non_blocking=False):
+        if not isinstance(src, Tensor):
+            raise TypeError(f"copy_(): argument 'src' (position 1) must be Tensor, not "
+                            f"{type(src).__name__}")
+        _check_history(x)
+        return cls.apply(x, src, non_blocking)
+
+
+def _check_same_or_broadcast(shape, src_shape):
+    """PyTorch's messages when src cannot be broadcast to x's shape."""
+    if len(src_shape) > len(shape):
+        raise RuntimeError(f"output with shape {list(shape)} doesn't match the broadcast "
+                           f"shape {list(np.broadcast_shapes(shape, src_shape))}")
+    for i in range(1, len(src_shape) + 1):
+        if src_shape[-i] not in (1, shape[-i]):
+            raise RuntimeError(f"The size of tensor a ({shape[-i]}) must match the size of "
+                               f"tensor b ({src_shape[-i]}) at non-singleton dimension "
+                               f"{len(shape) - i}")
+
+
+class ZeroInplace(ArrayFunction):
+    """x <- 0;  grad_x = 0."""
+    public_name = "zero_"
+    variants = ("method",)
+
+    @staticmethod
+    def forward(x):
+        _check_target(x)
+        x.fill(0)
+        return x
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.mark_dirty(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        return zeros_like(grad)
+
+    @staticmethod
+    def jvp(ctx, x_t):
+        return zeros_like(x_t)
+
+    interface = classmethod(_guarded_apply)
+
+
+class FillInplace(ArrayFunction):
+    """x <- value (a number or 0-d tensor, cast to x's dtype);
+    grad_x = 0, grad_value = sum(grad)."""
+    public_name = "fill_"
+    variants = ("method",)
+
+    @staticmethod
+    def forward(x, value):
+        if isinstance(value, np.ndarray) and value.ndim != 0:
+            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor "
+                               f"with {value.ndim} dimensions.")
+        _check_target(x)
+        x[...] = value
+        return x
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.mark_dirty(inputs[0])
+        ctx.x_dtype = inputs[0].dtype
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _zero_grad(ctx, grad), grad.sum() if ctx.needs_input_grad[1] else None
+
+    @staticmethod
+    def jvp(ctx, x_t, value_t):
+        if value_t is None:
+            return zeros_like(x_t)
+        value_t = value_t if value_t.dtype == ctx.x_dtype else value_t.to(ctx.x_dtype)
+        return value_t.expand(x_t.shape) if x_t is not None else value_t
+
+    interface = classmethod(_guarded_apply)
+
+
+class ClampInplace(ArrayFunction):
+    """x <- min(max(x, lo), hi) (a missing bound is skipped); with x0 = x before the write:
+    grad_x = grad * [lo <= x0 <= hi], grad_lo = grad * [x0 < lo and lo < hi],
+    grad_hi = grad * [x0 > hi or hi < lo] (each summed to its bound's shape)."""
+    public_name = "clamp_"
+    aliases = ("clip_",)
+    variants = ("method",)
+
+    @staticmethod
+    def forward(x, min=None, max=None, original=None):
+        bounds = [b for b in (min, max) if b is not None]
+        if not bounds:
+            raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+        result = dtypes.result_type(x, *bounds)
+        _check_cast(result, x)
+        _check_target(x, *bounds)
+        if min is not None:
+            np.maximum(x, _in_dtype(min, result), out=x, casting="unsafe")
+        if max is not None:
+            np.minimum(x, _in_dtype(max, result), out=x, casting="unsafe")
+        return x
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, lo, hi, original = inputs
+        ctx.mark_dirty(x)
+        ctx.bounds = [None if isinstance(b, Tensor) else b for b in (lo, hi)]
+        ctx.bound_shapes = [shape_of(lo), shape_of(hi)]
+        if any(ctx.needs_input_grad[:3]):
+            if original is None:
+                raise RuntimeError("clamp_: the gradient needs self's value before the "
+                                   "in-place write; call the Tensor method, which passes it")
+            ctx.save_for_backward(*[b if isinstance(b, Tensor) else None for b in (lo, hi)],
+                                  original)
+
+    @staticmethod
+    def backward(ctx, grad):
+        keep_x, to_lo, to_hi = _clamp_masks(ctx)
+        need = ctx.needs_input_grad
+        return (grad * keep_x if need[0] else None,
+                sum_to(grad * to_lo, ctx.bound_shapes[0]) if need[1] else None,
+                sum_to(grad * to_hi, ctx.bound_shapes[1]) if need[2] else None, None)
+
+    @staticmethod
+    def jvp(ctx, x_t, lo_t, hi_t, _original_t):
+        masks = _clamp_masks(ctx)
+        return _total(*[None if t is None else t * m
+                        for t, m in zip((x_t, lo_t, hi_t), masks)])
+
+    @classmethod
+    def interface(cls, x, min=None, max=None):
+        _check_history(x)
+        if not _grad_possible(x, min, max):
+            return cls.apply(x, min, max, None)
+        lo, hi = _unalias(x, min), _unalias(x, max)
+        return cls.apply(x, lo, hi, x.clone())
+
+
+def _clamp_masks(ctx):
+    """0/1 masks (x0's dtype) of where the gradient goes: to x, to lo, to hi."""
+    lo_t, hi_t, x0 = ctx.saved_tensors
+    lo = ctx.bounds[0] if lo_t is None else lo_t
+    hi = ctx.bounds[1] if hi_t is None else hi_t
+    dtype = x0.dtype
+    if lo is None:
+        return (x0 <= hi).to(dtype), None, (x0 > hi).to(dtype)
+    if hi is None:
+        return (x0 >= lo).to(dtype), (x0 < lo).to(dtype), None
+    keep_x = (x0 >= lo).to(dtype) * (x0 <= hi).to(dtype)
+    to_lo = (x0 < lo).to(dtype) * _less(lo, hi, dtype)
+    above = (x0 > hi).to(dtype)
+    to_hi = above + (1 - above) * _less(hi, lo, dtype)  # x0 > hi or hi < lo
+    return keep_x, to_lo, to_hi
+
+
+def _less(a, b, dtype):
+    """[a < b] as a 0/1 tensor of dtype, or as a Python number for two numbers."""
+    if isinstance(a, Tensor):
+        return (a < b).to(dtype)
+    if isinstance(b, Tensor):
+        return (b > a).to(dtype)
+    return 1.0 if a < b else 0.0
+
+
+class ExpInplace(ArrayFunction):
+    """x <- exp(x);  grad_x = grad * out (the output is saved, as in PyTorch)."""
+    public_name = "exp_"
+    variants = ("method",)
+
+    @staticmethod
+    def forward(x):
+        _check_cast(dtypes.float_result_type(x), x)
+        _check_target(x)
+        return np.exp(x, out=x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.mark_dirty(inputs[0])
+        ctx.save_for_backward(output)  # kept by the core only when grad is needed
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.saved_tensors[0]
+
+    @staticmethod
+    def jvp(ctx, x_t):
+        return x_t * ctx.saved_tensors[0]
+
+    interface = classmethod(_guarded_apply)

@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 
 from ..tensor import Tensor, _make
+from . import anomaly_mode
 from .grad_mode import STATE
 from .node import AccumulateGrad, accumulate_into, gradient_edge
 
@@ -225,10 +226,14 @@ def _execute(ready, buffers, deps, needed, tiebreak, captures, captured, accumul
              keep_graph):
     """Run ready nodes, highest sequence number first, passing gradients on."""
     heappop, heappush = heapq.heappop, heapq.heappush
+    anomaly = anomaly_mode.STATE.enabled
     while ready:
         node = heappop(ready)[2]
         grads = buffers.pop(node, None) or [None] * node._num_outputs
-        if captures is None and node._tensor_pre_hooks is None and node._pre_hooks is None \
+        if anomaly:
+            outs = _evaluate_with_anomaly_checks(node, grads, captures, captured,
+                                                 accumulate, keep_graph)
+        elif captures is None and node._tensor_pre_hooks is None and node._pre_hooks is None \
                 and node._post_hooks is None and node._retain_grad_hooks is None:
             # fast path: no hooks, nothing to capture
             if grads.count(None) == len(grads):
@@ -282,6 +287,16 @@ def _evaluate(node, grads, captures, captured, accumulate, keep_graph):
                 outs = list(result)
     if not keep_graph:
         node._release()
+    return outs
+
+
+def _evaluate_with_anomaly_checks(node, grads, *args):
+    try:
+        outs = _evaluate(node, grads, *args)
+    except Exception:
+        anomaly_mode.warn_backward_error(node)
+        raise
+    anomaly_mode.check_node(node, outs)
     return outs
 
 

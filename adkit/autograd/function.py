@@ -15,6 +15,7 @@ import numpy as np
 from .. import _dispatch
 from .._hooks import HookDict, add_hook
 from ..tensor import Tensor, _make
+from .anomaly_mode import STATE as ANOMALY, record_forward_trace
 from .grad_mode import STATE
 from .node import FREED_MESSAGE, SEQUENCE, Node, grad_accumulator, pack_saved, unpack_saved
 
@@ -418,6 +419,8 @@ def _link_inputs(ctx, args):
     ctx.needs_input_grad = tuple(needs)
     ctx._input_meta = metas
     ctx._sequence_nr = next(SEQUENCE)
+    if ANOMALY.enabled:
+        record_forward_trace(ctx)
 
 
 def _record_single(cls, ctx, args, out):

@@ -5,6 +5,7 @@ number, metadata), leaf gradient accumulation and the saved-tensor records with 
 version checks. Does not: walk the graph (engine.py) or run forwards (function.py).
 """
 import itertools
+import threading
 import weakref
 
 import numpy as np
@@ -136,8 +137,20 @@ def gradient_edge(tensor):
 # A saved tensor is packed as (tensor, version) for anything but an output of the saving
 # node. An output is packed as (data, version counter, version, output_nr): keeping the
 # tensor would hold its grad_fn, which holds the pack: a reference cycle.
+class _SavedHooks(threading.local):
+    def __init__(self):
+        self.stack = []  # (pack_hook, unpack_hook) pairs, innermost last
+        self.disabled_message = None
+
+
+SAVED_HOOKS = _SavedHooks()
+
+
 def pack_saved(node, tensors):
-    """Pack the tensors `node` saves for backward, recording their versions now."""
+    """Pack the tensors `node` saves for backward, recording their versions now (or,
+    under saved_tensors_hooks, keeping whatever the pack hook returns)."""
+    if SAVED_HOOKS.stack:
+        return _pack_with_hooks(tensors)
     packs = []
     for t in tensors:
         if t is None:
@@ -149,12 +162,21 @@ def pack_saved(node, tensors):
     return tuple(packs)
 
 
+def _pack_with_hooks(tensors):
+    if SAVED_HOOKS.disabled_message is not None:
+        raise RuntimeError(SAVED_HOOKS.disabled_message)
+    pack_hook, unpack_hook = SAVED_HOOKS.stack[-1]
+    return tuple(None if t is None else (pack_hook(t), unpack_hook, None) for t in tensors)
+
+
 def unpack_saved(node, packs):
     """The saved tensors, after checking that none was modified in place since."""
     result = []
     for p in packs:
         if p is None:
             result.append(None)
+        elif len(p) == 3:  # packed by a saved_tensors_hooks pack hook
+            result.append(p[1](p[0]))
         elif len(p) == 2:
             t, version = p
             if t._version_counter[0] != version:

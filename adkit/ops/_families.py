@@ -7,7 +7,7 @@ op's math. A built-in op declares `public_name` (ak.NAME) and `variants` ("funct
 """
 from ..autograd.function import Function
 from ..tensor import Tensor
-from ._helpers import load_mixed, normalize_dims, save_mixed, shape_of, sum_to
+from ._helpers import normalize_dims
 
 
 class ArrayFunction(Function):
@@ -38,11 +38,17 @@ class UnaryElementwise(ArrayFunction):
     """y = f(x) elementwise. Subclasses give `forward(x)` (numpy) and
     `derivative(x, out)` (adkit ops, so differentiable): then
     backward: grad_x = grad_out * f'(x);   jvp: out_t = x_t * f'(x).
-    `derivative` returning None means the op has zero derivative (floor, sign...)."""
+    `derivative` returning None means the op has zero derivative (floor, sign...).
+    `saves` names what derivative reads ("x", "out"); the rest arrives as None. Saving
+    only that keeps in-place changes of the rest legal, as in PyTorch."""
+
+    saves = ("x", "out")
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0], output)
+        saves = ctx._forward_cls.saves
+        ctx.save_for_backward(inputs[0] if "x" in saves else None,
+                              output if "out" in saves else None)
 
     @staticmethod
     def derivative(x, out):
@@ -66,53 +72,55 @@ class BinaryElementwise(ArrayFunction):
     Subclasses give `forward(x, y)` and `partials(x, y, out) -> (dz/dx, dz/dy)`, each a
     tensor, a number, or None (zero). Then
     backward: grad_x = sum_to(grad_out * dz/dx, x.shape), likewise y;
-    jvp:      out_t = dz/dx * x_t + dz/dy * y_t."""
+    jvp:      out_t = dz/dx * x_t + dz/dy * y_t.
+    `saves` names what partials read ("x", "y", "out"); unsaved tensors arrive as None
+    (a Python-number operand always arrives as itself)."""
 
-    # Ops whose partials are numbers (add, sub) set this: then nothing is saved for
-    # backward but shapes, and partials(None, None, None) is called.
-    constant_partials = False
+    saves = ("x", "y", "out")
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        if ctx._forward_cls.constant_partials:
-            ctx.shapes = (shape_of(inputs[0]), shape_of(inputs[1]), tuple(output._data.shape))
-        else:
-            save_mixed(ctx, inputs, output)
+        saves = ctx._forward_cls.saves
+        x, y = inputs
+        x_is_tensor, y_is_tensor = type(x) is Tensor, type(y) is Tensor
+        ctx.save_for_backward(x if x_is_tensor and "x" in saves else None,
+                              y if y_is_tensor and "y" in saves else None,
+                              output if "out" in saves else None)
+        ctx.constants = (None if x_is_tensor else x, None if y_is_tensor else y)
+        ctx.shapes = (x._data.shape if x_is_tensor else (),
+                      y._data.shape if y_is_tensor else (), output._data.shape)
 
     @staticmethod
     def partials(x, y, out):
         raise NotImplementedError("BinaryElementwise subclasses define partials(x, y, out)")
 
     @staticmethod
+    def _saved_operands(ctx):
+        saved_x, saved_y, out = ctx.saved_tensors
+        const_x, const_y = ctx.constants
+        return (const_x if saved_x is None else saved_x,
+                const_y if saved_y is None else saved_y, out)
+
+    @staticmethod
     def backward(ctx, grad_out):
         cls = ctx._forward_cls
         need_x, need_y = ctx.needs_input_grad[:2]
-        if cls.constant_partials:
-            dx, dy = cls.partials(None, None, None)
-            shape_x, shape_y, _ = ctx.shapes
-        else:
-            (x, y), out = load_mixed(ctx)
-            dx, dy = cls.partials(x, y, out)
-            shape_x, shape_y = shape_of(x), shape_of(y)
+        dx, dy = cls.partials(*BinaryElementwise._saved_operands(ctx))
+        shape_x, shape_y, _ = ctx.shapes
         grad_x = _unbroadcast(_scale(grad_out, dx), shape_x) if need_x else None
         grad_y = _unbroadcast(_scale(grad_out, dy), shape_y) if need_y else None
         return grad_x, grad_y
 
     @staticmethod
     def jvp(ctx, x_t, y_t):
-        cls = ctx._forward_cls
-        if cls.constant_partials:
-            dx, dy = cls.partials(None, None, None)
-            out = _Shape(ctx.shapes[2])
-        else:
-            (x, y), out = load_mixed(ctx)
-            dx, dy = cls.partials(x, y, out)
+        dx, dy = ctx._forward_cls.partials(*BinaryElementwise._saved_operands(ctx))
+        out_shape = ctx.shapes[2]
         terms = [_scale(t, d) for t, d in ((x_t, dx), (y_t, dy)) if t is not None]
         terms = [t for t in terms if t is not None]
         if not terms:
             return None
         total = terms[0] if len(terms) == 1 else terms[0] + terms[1]
-        return total.expand(out.shape) if total.shape != out.shape else total
+        return total.expand(out_shape) if total._data.shape != out_shape else total
 
 
 def _unbroadcast(grad, shape):
@@ -120,13 +128,6 @@ def _unbroadcast(grad, shape):
     if grad is None or grad._data.shape == shape:
         return grad
     return grad.sum_to_size(shape)
-
-
-class _Shape:
-    """Stands in for an output tensor when only its shape was kept."""
-
-    def __init__(self, shape):
-        self.shape = shape
 
 
 def _scale(t, d):

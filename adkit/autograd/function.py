@@ -6,6 +6,7 @@ dispatch to the current interpreter, else the eager path that records the tape).
 Does not: walk the backward graph (engine.py) or define any op's math (adkit/ops).
 Semantics follow PyTorch's torch/autograd/function.py (see ../shared/seeds/).
 """
+import functools
 import inspect
 import itertools
 import warnings
@@ -15,9 +16,9 @@ import numpy as np
 from .. import _dispatch
 from .._hooks import HookDict, add_hook
 from ..tensor import Tensor, _make
-from .anomaly_mode import STATE as ANOMALY, record_forward_trace
-from .grad_mode import STATE
-from .node import FREED_MESSAGE, SEQUENCE, Node, grad_accumulator, pack_saved, unpack_saved
+from ._eager import eager_apply
+from .grad_mode import is_grad_enabled, no_grad
+from .node import FREED_MESSAGE, Node, unpack_saved
 
 # Unique id for each class inheriting from Function, incremented in FunctionMeta.
 AUTOGRAD_FUNCTION_COUNTER = itertools.count()
@@ -312,204 +313,191 @@ class Function(_SingleLevelFunction):
         stack = _dispatch._STACK.get()
         if stack:
             return stack[-1].process(cls, args)
-        return _eager_apply(cls, args)
+        return eager_apply(cls, args)
 
 
-def _eager_apply(cls, args):
-    """The eager path: forward on concrete data, then the tape entry if grad is needed."""
-    requires = False
-    if STATE.enabled:
-        for a in args:
-            if type(a) is Tensor and a._requires_grad:
-                requires = True
-                break
-    if cls._arrays_in:
-        raw = cls.forward(*[a._data if type(a) is Tensor else a for a in args])
-        if type(raw) is np.ndarray:  # the common case: one fresh array
-            outputs = _make(raw)
-            aliased = _is_input_data(raw, args)
-            if aliased is not None:
-                outputs = aliased
-            elif not requires:
-                if cls.is_view:
-                    _make_view_of(outputs, args[0])
-                return outputs
+# ---------------------------------------------------------------- the seed's helpers
+class DelayedError(Function):
+    """Passes its inputs through; differentiating it raises `message` (what
+    once_differentiable hangs on the outputs of a backward)."""
+
+    @staticmethod
+    def forward(ctx, message, *tensors):
+        ctx.message = message
+        return tensors[0] if len(tensors) == 1 else tensors
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(ctx.message)
+
+
+def once_differentiable(fn):
+    """Decorate a backward that is not itself differentiable: it runs under no_grad, and
+    differentiating its results raises instead of silently giving wrong answers."""
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        with no_grad():
+            outputs = fn(ctx, *args)
+        if not is_grad_enabled():
+            return outputs
+        requires_grad = any(isinstance(arg, Tensor) and arg.requires_grad for arg in args)
+        if not requires_grad:
+            return outputs
+        single = not isinstance(outputs, tuple)
+        outputs = (outputs,) if single else outputs
+
+        def fake_requires_grad(var):
+            if var is not None:
+                var = var.detach()
+                var.requires_grad = True
+            return var
+
+        result = DelayedError.apply("trying to differentiate twice a function that was "
+                                    "marked with @once_differentiable",
+                                    *[fake_requires_grad(v) for v in outputs])
+        return result if single or isinstance(result, tuple) else (result,)
+    return wrapper
+
+
+class InplaceFunction(Function):
+    """Kept for backward compatibility (see the seed); use Function."""
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+
+def _nested_map(condition, fn, condition_msg=None):
+    def _map(obj):
+        if condition(obj):
+            return fn(obj)
+        if obj is None:
+            return None
+        if isinstance(obj, (list, tuple)):
+            mapped = (_map(x) for x in obj)
+            return type(obj)(*mapped) if hasattr(obj, "_fields") else type(obj)(mapped)
+        if isinstance(obj, dict):
+            return {x: _map(obj[x]) for x in obj}
+        raise ValueError("Auto nesting doesn't know how to process an input object of type "
+                         + type(obj).__name__ + (". Accepted types: " + condition_msg +
+                                                 ", or lists/tuples of them"
+                                                 if condition_msg else ""))
+    return _map
+
+
+def _iter_filter(condition, allow_unknown=False, condition_msg=None):
+    def _iter(obj):
+        if condition(obj):
+            yield obj
+        elif obj is None:
+            return
+        elif isinstance(obj, (list, tuple)):
+            for o in obj:
+                yield from _iter(o)
+        elif isinstance(obj, dict):
+            for o in obj.values():
+                yield from _iter(o)
+        elif allow_unknown:
+            yield obj
+        else:
+            raise ValueError("Auto nesting doesn't know how to process an input object of "
+                             "type " + type(obj).__name__ +
+                             (". Accepted types: " + condition_msg +
+                              ", or lists/tuples of them" if condition_msg else ""))
+    return _iter
+
+
+def _unflatten(flat, proto):
+    """Rebuild the nested list/tuple structure of `proto` from the flat sequence."""
+    def helper(flat, proto):
+        if not isinstance(proto, (list, tuple)):
+            return flat[0], flat[1:]
+        res = []
+        for e in proto:
+            if e is None:
+                res.append(e)
             else:
-                ctx = cls._backward_cls()
-                _link_inputs(ctx, args)
-                cls.setup_context(ctx, args, outputs)
-                if not ctx.dirty_tensors:
-                    return _record_single(cls, ctx, args, outputs)
-                return _finish(cls, ctx, args, outputs, requires)
-        else:
-            outputs = _wrap_arrays(raw, args)
-        # Outputs that are inputs need setup_context even without grad: it says whether
-        # they were modified in place (mark_dirty), which bumps their version.
-        ctx = cls._backward_cls()
-        if requires:
-            _link_inputs(ctx, args)
-        else:
-            ctx.needs_input_grad = (False,) * len(args)
-        cls.setup_context(ctx, args, outputs)
-        return _finish(cls, ctx, args, outputs, requires)
-    ctx = cls._backward_cls()
-    if requires:
-        _link_inputs(ctx, args)
-    else:
-        ctx.needs_input_grad = (False,) * len(args)
-    prev = STATE.enabled
-    STATE.enabled = False
-    try:
-        if cls._uses_setup_context():
-            outputs = cls.forward(*args)
-        else:
-            outputs = cls.forward(ctx, *args)
-    finally:
-        STATE.enabled = prev
-    if cls._uses_setup_context():
-        cls.setup_context(ctx, args, outputs)
-    return _finish(cls, ctx, args, outputs, requires)
+                res_e, flat = helper(flat, e)
+                res.append(res_e)
+        return type(proto)(res), flat
+    return helper(flat, proto)[0]
 
 
-def _is_input_data(arr, args):
-    """The input tensor whose data `arr` is (an in-place op returned it), else None."""
-    for a in args:
-        if type(a) is Tensor and a._data is arr:
-            return a
-    return None
+_iter_tensors = _iter_filter(lambda x: isinstance(x, Tensor), condition_msg="Tensors")
+_iter_None_tensors = _iter_filter(lambda o: o is None or isinstance(o, Tensor),
+                                  condition_msg="Tensors or None")
+_map_tensor_data = _nested_map(lambda x: isinstance(x, Tensor), lambda o: o.detach(),
+                               condition_msg="Tensors")
 
 
-def _wrap_arrays(raw, args):
-    """Turn a built-in forward's ndarray(s) into tensors; an array that *is* an input's
-    data comes back as that input tensor (in-place ops)."""
-    if type(raw) is tuple:
-        return tuple(_wrap_array(r, args) for r in raw)
-    return _wrap_array(raw, args)
+class _NestedIOCall(Function):
+    """Runs one call of a NestedIOFunction instance on its flattened tensors."""
+
+    @staticmethod
+    def forward(ctx, fn, *flat_inputs):
+        fn._ctx = ctx
+        result = fn.forward_extended(*_map_tensor_data(fn._nested_input))
+        del fn._nested_input
+        fn._nested_output = result
+        ctx.fn = fn
+        ctx.save_for_backward(*fn.to_save)
+        # forward_extended saw detached aliases of the inputs: map those it marked dirty
+        # (and returns) back to the input tensors themselves.
+        by_data = {id(a._data): a for a in flat_inputs}
+        dirty = tuple(by_data.get(id(d._data), d) for d in fn.dirty_tensors)
+        ctx.mark_dirty(*dirty)
+        ctx.mark_non_differentiable(*fn.non_differentiable)
+        flat = tuple(by_data[id(t._data)] if any(t._data is d._data for d in dirty) else t
+                     for t in _iter_tensors(result))
+        return flat[0] if len(flat) == 1 else flat
+
+    @staticmethod
+    def backward(ctx, *grads):
+        fn = ctx.fn
+        nested_grads = _unflatten(grads, fn._nested_output)
+        result = fn.backward_extended(*nested_grads)
+        return (None,) + tuple(_iter_None_tensors(result))
 
 
-def _wrap_array(arr, args):
-    if type(arr) is not np.ndarray:
-        if arr is None or isinstance(arr, Tensor):
-            return arr
-        arr = np.asarray(arr)
-    return _is_input_data(arr, args) or _make(arr)
+class NestedIOFunction(Function):
+    """Kept for backward compatibility (see the seed): an instance is called on nested
+    lists/tuples of tensors; subclasses write `forward_extended(self, *inputs)` and
+    `backward_extended(self, *grad_outputs)` as instance methods."""
 
+    to_save = ()
+    dirty_tensors = ()
+    non_differentiable = ()
 
-def _link_inputs(ctx, args):
-    """Before forward: the node's edges to its inputs' nodes (taken before any in-place
-    change rebases them), `needs_input_grad`, and what backward's results must match."""
-    edges, metas, needs = [], [], []
-    for a in args:
-        if type(a) is Tensor:
-            fn = a._grad_fn
-            if fn is not None:
-                edges.append((fn, a._output_nr))
-                needs.append(True)
-            elif a._requires_grad:
-                edges.append((grad_accumulator(a), 0))
-                needs.append(True)
-            else:
-                edges.append(_NO_EDGE)
-                needs.append(False)
-            metas.append((a._data.shape, a._data.dtype))
-        else:
-            metas.append(None)
-            needs.append(False)
-    ctx.next_functions = tuple(edges)
-    ctx.needs_input_grad = tuple(needs)
-    ctx._input_meta = metas
-    ctx._sequence_nr = next(SEQUENCE)
-    if ANOMALY.enabled:
-        record_forward_trace(ctx)
+    def _do_forward(self, *input):
+        self._nested_input = input
+        flat_input = tuple(_iter_tensors(input))
+        flat_output = _NestedIOCall.apply(self, *flat_input)
+        if not isinstance(flat_output, tuple):
+            flat_output = (flat_output,)
+        return _unflatten(flat_output, self._nested_output)
 
+    __call__ = _do_forward
 
-def _record_single(cls, ctx, args, out):
-    """_finish for the common case: one fresh output tensor, nothing marked dirty."""
-    if cls.is_view:
-        _make_view_of(out, args[0])
-    non_diff = ctx.non_differentiable
-    if out._data.dtype.kind == "f" and not (non_diff and _contains(non_diff, out)):
-        out._requires_grad = True
-        out._grad_fn = ctx
-    ctx._output_meta = ((out._data.shape, out._data.dtype),)
-    if ctx.to_save:
-        ctx._saved = pack_saved(ctx, ctx.to_save)
-        ctx.to_save = ()
-    return out
+    def save_for_backward(self, *args):
+        self.to_save = tuple(_iter_tensors(args))
+        self._to_save_nested = args
 
+    @property
+    def saved_tensors(self):
+        return _unflatten(self._ctx.saved_tensors, self._to_save_nested)
 
-def _finish(cls, ctx, args, outputs, requires):
-    """Set the history of the outputs (PyTorch's _wrap_outputs) and save tensors."""
-    is_tuple = type(outputs) is tuple
-    outs = list(outputs) if is_tuple else [outputs]
-    dirty = ctx.dirty_tensors
-    non_diff = ctx.non_differentiable
-    for i, out in enumerate(outs):
-        if not isinstance(out, Tensor):
-            continue
-        if dirty and _contains(dirty, out):
-            _mark_modified(out, requires)
-        elif _contains(args, out):
-            outs[i] = out = _alias(out)  # an input returned as is becomes a view of it
-        elif cls.is_view:
-            _make_view_of(out, args[0])
-        if requires:
-            if out._data.dtype.kind == "f" and not (non_diff and _contains(non_diff, out)):
-                out._requires_grad = True
-                out._grad_fn = ctx
-                out._output_nr = i
-            else:
-                out._requires_grad = False
-    if dirty:
-        for d in dirty:
-            if not _contains(outs, d):
-                raise RuntimeError("Some elements marked as dirty during the forward method "
-                                   "were not returned as output. The inputs that are "
-                                   "modified inplace must all be outputs of the Function.")
-    if requires:
-        ctx._num_outputs = len(outs)
-        ctx._output_meta = [(o._data.shape, o._data.dtype) if isinstance(o, Tensor)
-                            else None for o in outs]
-        if ctx.to_save:
-            ctx._saved = pack_saved(ctx, ctx.to_save)
-            ctx.to_save = ()
-    return tuple(outs) if is_tuple else outs[0]
+    @property
+    def needs_input_grad(self):
+        return self._ctx.needs_input_grad[1:]
 
+    def mark_dirty(self, *args, **kwargs):
+        self.dirty_tensors = tuple(_iter_tensors((args, kwargs)))
 
-_NO_EDGE = (None, 0)
+    def mark_non_differentiable(self, *args, **kwargs):
+        self.non_differentiable = tuple(_iter_tensors((args, kwargs)))
 
+    def forward_extended(self, *input):
+        raise NotImplementedError("NestedIOFunction subclasses define forward_extended")
 
-def _contains(seq, obj):
-    """`obj in seq` by identity (tensors compare elementwise with ==)."""
-    for x in seq:
-        if x is obj:
-            return True
-    return False
-
-
-def _mark_modified(tensor, requires):
-    """An input modified in place: bump its version; under grad mode it gets new history."""
-    if not isinstance(tensor, Tensor):
-        raise TypeError("mark_dirty expects tensors that are inputs of forward")
-    if STATE.enabled and tensor._requires_grad:
-        if tensor._grad_fn is None:
-            raise RuntimeError("a leaf Variable that requires grad is being used in an "
-                               "in-place operation.")
-        base = tensor._base
-        if base is not None and base._requires_grad:
-            raise RuntimeError("a view of a tensor that requires grad is being modified "
-                               "in place; adkit does not rebase the history of views yet. "
-                               "Modify the base tensor, or use an out-of-place op.")
-    tensor._version_counter[0] += 1
-
-
-def _alias(tensor):
-    view = _make(tensor._data, None, 0, False, tensor._version_counter)
-    view._base = tensor._base if tensor._base is not None else tensor
-    return view
-
-
-def _make_view_of(out, base):
-    if type(base) is Tensor and np.may_share_memory(out._data, base._data):
-        out._version_counter = base._version_counter
-        out._base = base._base if base._base is not None else base
+    def backward_extended(self, *grad_output):
+        raise NotImplementedError("NestedIOFunction subclasses define backward_extended")

@@ -1,0 +1,215 @@
+"""The eager path of `Function.apply`: run forward on concrete data, wrap the outputs,
+and record the node (the tape) when grad is needed.
+
+Owns: what PyTorch's THPFunction_apply / _wrap_outputs do: linking a node to its inputs'
+nodes, marking outputs dirty / non-differentiable / views, packing saved tensors.
+Does not: bind arguments or dispatch to interpreters (function.py), run backward.
+NB: this is the hot path of eager mode; its fast paths are measured by
+benchmarks/eager_overhead.py.
+"""
+import numpy as np
+
+from ..tensor import Tensor, _make
+from .anomaly_mode import STATE as ANOMALY, record_forward_trace
+from .grad_mode import STATE
+from .node import SEQUENCE, grad_accumulator, pack_saved
+
+
+def eager_apply(cls, args):
+    """The eager path: forward on concrete data, then the tape entry if grad is needed."""
+    requires = False
+    if STATE.enabled:
+        for a in args:
+            if type(a) is Tensor and a._requires_grad:
+                requires = True
+                break
+    if cls._arrays_in:
+        raw = cls.forward(*[a._data if type(a) is Tensor else a for a in args])
+        if type(raw) is np.ndarray:  # the common case: one fresh array
+            outputs = _make(raw)
+            aliased = _is_input_data(raw, args)
+            if aliased is not None:
+                outputs = aliased
+            elif not requires:
+                if cls.is_view:
+                    _make_view_of(outputs, args[0])
+                return outputs
+            else:
+                ctx = cls._backward_cls()
+                _link_inputs(ctx, args)
+                cls.setup_context(ctx, args, outputs)
+                if not ctx.dirty_tensors:
+                    return _record_single(cls, ctx, args, outputs)
+                return _finish(cls, ctx, args, outputs, requires)
+        else:
+            outputs = _wrap_arrays(raw, args)
+        # Outputs that are inputs need setup_context even without grad: it says whether
+        # they were modified in place (mark_dirty), which bumps their version.
+        ctx = cls._backward_cls()
+        if requires:
+            _link_inputs(ctx, args)
+        else:
+            ctx.needs_input_grad = (False,) * len(args)
+        cls.setup_context(ctx, args, outputs)
+        return _finish(cls, ctx, args, outputs, requires)
+    ctx = cls._backward_cls()
+    if requires:
+        _link_inputs(ctx, args)
+    else:
+        ctx.needs_input_grad = (False,) * len(args)
+    prev = STATE.enabled
+    STATE.enabled = False
+    try:
+        if cls._uses_setup_context():
+            outputs = cls.forward(*args)
+        else:
+            outputs = cls.forward(ctx, *args)
+    finally:
+        STATE.enabled = prev
+    if cls._uses_setup_context():
+        cls.setup_context(ctx, args, outputs)
+    return _finish(cls, ctx, args, outputs, requires)
+
+
+def _is_input_data(arr, args):
+    """The input tensor whose data `arr` is (an in-place op returned it), else None."""
+    for a in args:
+        if type(a) is Tensor and a._data is arr:
+            return a
+    return None
+
+
+def _wrap_arrays(raw, args):
+    """Turn a built-in forward's ndarray(s) into tensors; an array that *is* an input's
+    data comes back as that input tensor (in-place ops)."""
+    if type(raw) is tuple:
+        return tuple(_wrap_array(r, args) for r in raw)
+    return _wrap_array(raw, args)
+
+
+def _wrap_array(arr, args):
+    if type(arr) is not np.ndarray:
+        if arr is None or isinstance(arr, Tensor):
+            return arr
+        arr = np.asarray(arr)
+    return _is_input_data(arr, args) or _make(arr)
+
+
+def _link_inputs(ctx, args):
+    """Before forward: the node's edges to its inputs' nodes (taken before any in-place
+    change rebases them), `needs_input_grad`, and what backward's results must match."""
+    edges, metas, needs = [], [], []
+    for a in args:
+        if type(a) is Tensor:
+            fn = a._grad_fn
+            if fn is not None:
+                edges.append((fn, a._output_nr))
+                needs.append(True)
+            elif a._requires_grad:
+                edges.append((grad_accumulator(a), 0))
+                needs.append(True)
+            else:
+                edges.append(_NO_EDGE)
+                needs.append(False)
+            metas.append((a._data.shape, a._data.dtype))
+        else:
+            metas.append(None)
+            needs.append(False)
+    ctx.next_functions = tuple(edges)
+    ctx.needs_input_grad = tuple(needs)
+    ctx._input_meta = metas
+    ctx._sequence_nr = next(SEQUENCE)
+    if ANOMALY.enabled:
+        record_forward_trace(ctx)
+
+
+def _record_single(cls, ctx, args, out):
+    """_finish for the common case: one fresh output tensor, nothing marked dirty."""
+    if cls.is_view:
+        _make_view_of(out, args[0])
+    non_diff = ctx.non_differentiable
+    if out._data.dtype.kind == "f" and not (non_diff and _contains(non_diff, out)):
+        out._requires_grad = True
+        out._grad_fn = ctx
+    ctx._output_meta = ((out._data.shape, out._data.dtype),)
+    if ctx.to_save:
+        ctx._saved = pack_saved(ctx, ctx.to_save)
+        ctx.to_save = ()
+    return out
+
+
+def _finish(cls, ctx, args, outputs, requires):
+    """Set the history of the outputs (PyTorch's _wrap_outputs) and save tensors."""
+    is_tuple = type(outputs) is tuple
+    outs = list(outputs) if is_tuple else [outputs]
+    dirty = ctx.dirty_tensors
+    non_diff = ctx.non_differentiable
+    for i, out in enumerate(outs):
+        if not isinstance(out, Tensor):
+            continue
+        if dirty and _contains(dirty, out):
+            _mark_modified(out, requires)
+        elif _contains(args, out):
+            outs[i] = out = _alias(out)  # an input returned as is becomes a view of it
+        elif cls.is_view:
+            _make_view_of(out, args[0])
+        if requires:
+            if out._data.dtype.kind == "f" and not (non_diff and _contains(non_diff, out)):
+                out._requires_grad = True
+                out._grad_fn = ctx
+                out._output_nr = i
+            else:
+                out._requires_grad = False
+    if dirty:
+        for d in dirty:
+            if not _contains(outs, d):
+                raise RuntimeError("Some elements marked as dirty during the forward method "
+                                   "were not returned as output. The inputs that are "
+                                   "modified inplace must all be outputs of the Function.")
+    if requires:
+        ctx._num_outputs = len(outs)
+        ctx._output_meta = [(o._data.shape, o._data.dtype) if isinstance(o, Tensor)
+                            else None for o in outs]
+        if ctx.to_save:
+            ctx._saved = pack_saved(ctx, ctx.to_save)
+            ctx.to_save = ()
+    return tuple(outs) if is_tuple else outs[0]
+
+
+_NO_EDGE = (None, 0)
+
+
+def _contains(seq, obj):
+    """`obj in seq` by identity (tensors compare elementwise with ==)."""
+    for x in seq:
+        if x is obj:
+            return True
+    return False
+
+
+def _mark_modified(tensor, requires):
+    """An input modified in place: bump its version; under grad mode it gets new history."""
+    if not isinstance(tensor, Tensor):
+        raise TypeError("mark_dirty expects tensors that are inputs of forward")
+    if STATE.enabled and tensor._requires_grad:
+        if tensor._grad_fn is None:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an "
+                               "in-place operation.")
+        base = tensor._base
+        if base is not None and base._requires_grad:
+            raise RuntimeError("a view of a tensor that requires grad is being modified "
+                               "in place; adkit does not rebase the history of views yet. "
+                               "Modify the base tensor, or use an out-of-place op.")
+    tensor._version_counter[0] += 1
+
+
+def _alias(tensor):
+    view = _make(tensor._data, None, 0, False, tensor._version_counter)
+    view._base = tensor._base if tensor._base is not None else tensor
+    return view
+
+
+def _make_view_of(out, base):
+    if type(base) is Tensor and np.may_share_memory(out._data, base._data):
+        out._version_counter = base._version_counter
+        out._base = base._base if base._base is not None else base

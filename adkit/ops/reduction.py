@@ -1,32 +1,135 @@
-"""Reductions: sum, mean, prod, var, std, amax, amin, logsumexp, norm, max/min(dim),
-argmax, argmin, and sum_to_size (the unbroadcast used by every binary op's backward).
+"""Reductions: sum, mean, prod, var, std, amax, amin, logsumexp, norm, max/min (whole
+tensor, over a dim with indices, or elementwise against another tensor), argmax, argmin,
+and sum_to_size (the unbroadcast used by every binary op's backward).
 
 Owns: each reduction's forward (numpy, over `dim` with `keepdim`) and rules.
+Conventions (PyTorch's): `dim` None or () reduces every dim; a 0-d tensor accepts dim 0
+or -1 and reduces nothing. Masks in backward rules (ties, zeros) are constants built with
+comparisons, so every rule stays differentiable where the function is.
 """
+import math
+import warnings
+from collections import namedtuple
+
 import numpy as np
 
-from ._families import ArrayFunction, Reduction
-from ._helpers import normalize_dims
+from .. import dtypes
+from ..tensor import Tensor, _make, _wrap_dim
+from ._families import ArrayFunction, Reduction, public
+from ._helpers import as_float_array, normalize_dims
+
+MaxResult = namedtuple("max", ["values", "indices"])  # like torch.return_types.max
+MinResult = namedtuple("min", ["values", "indices"])
+_TORCH_NAMES = {"float16": "Half", "float32": "Float", "float64": "Double", "int32": "Int",
+                "int64": "Long", "bool": "Bool"}
+
+
+def _dims(dim, ndim):
+    """Reduced dims as a sorted tuple: None or () -> all; nothing for a 0-d tensor."""
+    if dim is None or (not isinstance(dim, (int, np.integer)) and len(dim) == 0):
+        return tuple(range(ndim))
+    dims = normalize_dims(dim, ndim)
+    return dims if ndim else ()
+
+
+def _count(shape, dims):
+    """Number of elements reduced into each output element."""
+    return math.prod(shape[d] for d in dims)
+
+
+def _save_meta(ctx, x, dim, keepdim):
+    ctx.dims = _dims(dim, x.ndim)
+    ctx.keepdim = keepdim
+    ctx.input_shape = tuple(x.shape)
+
+
+def _keep(ctx, t):
+    """A reduced tensor with the reduced dims re-inserted as size 1 (broadcasts to x)."""
+    if ctx.keepdim or not ctx.dims:
+        return t
+    shape = list(ctx.input_shape)
+    for d in ctx.dims:
+        shape[d] = 1
+    return t.reshape(tuple(shape))
+
+
+def _to_grad_dtype(grad, dtype):
+    return grad if grad.dtype == dtype else grad.to(dtype)
+
+
+def _require_float(x, message):
+    """PyTorch's error for a float-only op; '{}' in message becomes the dtype's name."""
+    if x.dtype.kind != "f":
+        raise RuntimeError(message.format(_TORCH_NAMES[x.dtype.name]))
+
+
+def _extreme(name, x, dim, keepdim):
+    """amax/amin's forward; PyTorch refuses them over an empty dim."""
+    dims = _dims(dim, x.ndim)
+    if not all(x.shape[d] for d in dims):
+        if dim is None or (not isinstance(dim, (int, np.integer)) and len(dim) == 0):
+            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
+                               "input.numel() == 0. Specify the reduction dim with the "
+                               "'dim' argument.")
+        bad = next(d for d in dims if x.shape[d] == 0)
+        raise IndexError(f"{name}(): Expected reduction dim {bad} to have non-zero size.")
+    return np.asarray(getattr(x, name[1:])(axis=dims, keepdims=keepdim))  # x.max, x.min
+
+
+def _arg_along(name, x, dim, keepdim, method=None):
+    """int64 index of the first max (min) along dim, or into the flattened x (dim None),
+    by ndarray.`method` (default: `name`, which errors name)."""
+    method = method or name
+    if dim is None:
+        if x.size == 0:
+            raise IndexError(f"{name}(): Expected reduction dim to be specified for "
+                             "input.numel() == 0.")
+        out = np.asarray(getattr(x.reshape(-1), method)(), np.int64)
+        return out.reshape((1,) * x.ndim) if keepdim else out
+    d = _wrap_dim(dim, x.ndim)
+    if x.ndim == 0:
+        return np.zeros((), np.int64)
+    if x.shape[d] == 0:
+        raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+    return getattr(x, method)(axis=d, keepdims=keepdim).astype(np.int64, copy=False)
+
+
+def _values_indices(name, x, dim, keepdim):
+    """max/min over one dim: (values, int64 indices)."""
+    indices = _arg_along(name, x, dim, keepdim, "arg" + name)
+    axis = _wrap_dim(dim, x.ndim) if x.ndim else None
+    return np.asarray(getattr(x, name)(axis=axis, keepdims=keepdim)), indices
 
 
 class Sum(Reduction):
     """y = sum of x over dim;  grad_x = grad_out broadcast back over the reduced dims."""
     public_name = "sum"
+    averages = False  # Mean shares these rules, with a factor 1/n
 
     @staticmethod
-    def forward(x, dim=None, keepdim=False):
-        dims = normalize_dims(dim, x.ndim)
-        if x.dtype.kind in "bi":
-            return np.sum(x, axis=dims, keepdims=keepdim, dtype=np.int64)
-        return np.asarray(np.sum(x, axis=dims, keepdims=keepdim))
+    def forward(x, dim=None, keepdim=False, dtype=None):
+        dims = _dims(dim, x.ndim)
+        if dtype is not None:
+            x = x.astype(dtypes.to_dtype(dtype).np, copy=False)
+        elif x.dtype.kind in "bi":
+            return x.sum(axis=dims, keepdims=keepdim, dtype=np.int64)
+        return np.asarray(x.sum(axis=dims, keepdims=keepdim))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _save_meta(ctx, inputs[0], inputs[1], inputs[2])
+        ctx.input_dtype = inputs[0].dtype
 
     @staticmethod
     def backward(ctx, grad_out):
-        return Reduction.grad_to_input(ctx, grad_out), None, None
+        grad = Reduction.grad_to_input(ctx, grad_out)
+        if ctx._forward_cls.averages:
+            grad = grad / _count(ctx.input_shape, ctx.dims)
+        return _to_grad_dtype(grad, ctx.input_dtype), None, None, None
 
     @staticmethod
-    def jvp(ctx, x_t, _dim, _keepdim):
-        return x_t.sum(ctx.dims, ctx.keepdim)
+    def jvp(ctx, x_t, _dim, _keepdim, dtype):
+        return getattr(x_t, ctx._forward_cls.public_name)(ctx.dims, ctx.keepdim, dtype=dtype)
 
 
 class SumToSize(ArrayFunction):
@@ -44,7 +147,7 @@ class SumToSize(ArrayFunction):
                                f"{list(x.shape)}")
         dims = tuple(range(lead)) + tuple(
             lead + i for i, s in enumerate(shape) if s == 1 and x.shape[lead + i] != 1)
-        return np.sum(x, axis=dims).reshape(shape) if dims else x.copy()
+        return x.sum(axis=dims).reshape(shape) if dims else x.copy()
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -64,3 +167,391 @@ class SumToSize(ArrayFunction):
         if len(size) == 1 and isinstance(size[0], (tuple, list)):
             size = size[0]
         return cls.apply(x, tuple(int(s) for s in size))
+
+
+class Mean(Sum):
+    """y = sum(x) / n over dim (n elements reduced);  grad_x = grad_out / n, broadcast."""
+    public_name = "mean"
+    averages = True
+
+    @staticmethod
+    def forward(x, dim=None, keepdim=False, dtype=None):
+        if dtype is not None:
+            x = x.astype(dtypes.to_dtype(dtype).np, copy=False)
+        else:
+            _require_float(x, "mean(): could not infer output dtype. Input dtype must be "
+                              "either a floating point or complex dtype. Got: {}")
+        dims = _dims(dim, x.ndim)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.asarray(x.sum(axis=dims, keepdims=keepdim) / _count(x.shape, dims))
+
+
+class _Smooth(Reduction):
+    """Reductions given by their derivative dy/dx (`derivative(ctx)`: adkit ops, shaped
+    like x; None means zero). Then
+    backward: grad_x = grad_out (reduced dims re-inserted) * dy/dx;
+    jvp:      y_t = sum over dim of x_t * dy/dx."""
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _save_meta(ctx, inputs[0], inputs[1], inputs[2])
+        ctx.save_for_backward(inputs[0], output)
+
+    @staticmethod
+    def derivative(ctx):
+        raise NotImplementedError(f"{ctx._forward_cls.__name__} has no derivative rule")
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        x, _ = ctx.saved_tensors
+        d = ctx._forward_cls.derivative(ctx)
+        grad = None if d is None else _to_grad_dtype(_keep(ctx, grad_out) * d, x.dtype)
+        return (grad,) + (None,) * (len(ctx.needs_input_grad) - 1)
+
+    @staticmethod
+    def jvp(ctx, x_t, *_static):
+        _, out = ctx.saved_tensors
+        d = ctx._forward_cls.derivative(ctx)
+        if d is None:
+            return out * 0
+        out_t = (x_t * d).sum(ctx.dims, ctx.keepdim)
+        return _to_grad_dtype(out_t, out.dtype)
+
+
+def _prod_others(x, dims):
+    """prod_{j != i} x_j within each reduced group, without dividing by zero.
+    z marks the zeros; safe = x + z has none, so P / safe_i (P = prod(safe)) is the
+    product of the other nonzeros. A group with one zero x_k needs a further factor x_k
+    for i != k and 1 for i == k: q = 1 + sum(w) - w with w = x * z - z, which is linear
+    in x_k, so first and second derivatives come out right too. Groups with two or more
+    zeros give 0."""
+    z = x.eq(0).to(x.dtype)
+    safe = x + z
+    total = safe.prod(dims, keepdim=True)
+    zeros = z.sum(dims, keepdim=True)
+    w = x * z  # the zero entries themselves (value 0, derivative 1)
+    q = w.sum(dims, keepdim=True) - w + 1 - zeros + z
+    at_most_one = zeros.eq(0).to(x.dtype) + zeros.eq(1).to(x.dtype)
+    return total / safe * q * at_most_one
+
+
+class Prod(_Smooth):
+    """y = prod of x over dim;  dy/dx_i = prod_{j != i} x_j (exact with zeros in x; see
+    _prod_others)."""
+    public_name = "prod"
+
+    @staticmethod
+    def forward(x, dim=None, keepdim=False, dtype=None):
+        dims = _dims(dim, x.ndim)
+        if dtype is not None:
+            x = x.astype(dtypes.to_dtype(dtype).np, copy=False)
+        elif x.dtype.kind in "bi":
+            return x.prod(axis=dims, keepdims=keepdim, dtype=np.int64)
+        return np.asarray(x.prod(axis=dims, keepdims=keepdim))
+
+    @staticmethod
+    def derivative(ctx):
+        x, _ = ctx.saved_tensors
+        return _prod_others(x, ctx.dims)
+
+
+def _variance(x, dims, keepdim, correction):
+    _require_float(x, "std and var only support floating point and complex dtypes")
+    n = _count(x.shape, dims)
+    if n - correction <= 0:
+        warnings.warn("var(): degrees of freedom is <= 0. Correction should be strictly "
+                      "less than the reduction factor (input numel divided by output "
+                      "numel).", UserWarning, stacklevel=4)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        centered = x - x.sum(axis=dims, keepdims=True) / n
+        squares = (centered * centered).sum(axis=dims, keepdims=keepdim)
+        return np.asarray(squares / max(0, n - correction))
+
+
+class _Spread(_Smooth):
+    """var/std: forward(x, dim, keepdim, correction); public calls also take PyTorch's
+    older `unbiased` flag, positionally (var(x, unbiased), var(x, dim, unbiased,
+    keepdim)) or by keyword."""
+
+    @staticmethod
+    def centered(ctx):
+        """(x - mean(x)) / (n - correction), half the derivative of var."""
+        x, _ = ctx.saved_tensors
+        denom = max(0, _count(ctx.input_shape, ctx.dims) - ctx.correction)
+        return (x - x.mean(ctx.dims, keepdim=True)) * (1.0 / denom if denom else math.inf)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _Smooth.setup_context(ctx, inputs, output)
+        ctx.correction = inputs[3]
+
+    @classmethod
+    def interface(cls, x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        if isinstance(dim, bool):
+            dim, unbiased = None, dim
+        if correction is None:
+            correction = 1 if unbiased is None else int(bool(unbiased))
+        elif unbiased is not None:
+            raise RuntimeError("Cannot specify both unbiased and correction")
+        return cls.apply(x, dim, keepdim, correction)
+
+
+class Var(_Spread):
+    """y = sum((x - mean(x))^2) / (n - correction);
+    dy/dx = 2 (x - mean(x)) / (n - correction)."""
+    public_name = "var"
+
+    @staticmethod
+    def forward(x, dim=None, keepdim=False, correction=1):
+        return _variance(x, _dims(dim, x.ndim), keepdim, correction)
+
+    @staticmethod
+    def derivative(ctx):
+        return _Spread.centered(ctx) * 2
+
+
+class Std(_Spread):
+    """y = sqrt(var(x));  dy/dx = (x - mean(x)) / ((n - correction) y)."""
+    public_name = "std"
+
+    @staticmethod
+    def forward(x, dim=None, keepdim=False, correction=1):
+        return np.sqrt(_variance(x, _dims(dim, x.ndim), keepdim, correction))
+
+    @staticmethod
+    def derivative(ctx):
+        _, out = ctx.saved_tensors
+        return _Spread.centered(ctx) / _keep(ctx, out)
+
+
+class _Extremum(_Smooth):
+    """amax/amin: y = max (min) of x over dim. The gradient is split evenly among the
+    elements equal to y (ties), as in PyTorch: dy/dx = [x == y] / count(x == y)."""
+
+    @staticmethod
+    def derivative(ctx):
+        x, out = ctx.saved_tensors
+        mask = x.eq(_keep(ctx, out)).to(x.dtype)
+        return mask / mask.sum(ctx.dims, keepdim=True)
+
+
+class Amax(_Extremum):
+    __doc__ = _Extremum.__doc__
+    public_name = "amax"
+
+    @staticmethod
+    def forward(x, dim=None, keepdim=False):
+        return _extreme("amax", x, dim, keepdim)
+
+
+class Amin(_Extremum):
+    __doc__ = _Extremum.__doc__
+    public_name = "amin"
+
+    @staticmethod
+    def forward(x, dim=None, keepdim=False):
+        return _extreme("amin", x, dim, keepdim)
+
+
+class Logsumexp(_Smooth):
+    """y = log(sum(exp(x))) over dim, computed as m + log(sum(exp(x - m))) with m the
+    (finite) max;  dy/dx = exp(x - y)."""
+    public_name = "logsumexp"
+
+    @staticmethod
+    def forward(x, dim, keepdim=False):
+        x = as_float_array(x)
+        dims = _dims(dim, x.ndim)
+        m = x.max(axis=dims, keepdims=True, initial=-np.inf)
+        m = np.where(np.isfinite(m), m, 0)  # all -inf (or an inf) in a group: no shift
+        with np.errstate(divide="ignore"):
+            out = np.log(np.exp(x - m).sum(axis=dims, keepdims=True)) + m
+        return out if keepdim else out.reshape(
+            [n for i, n in enumerate(x.shape) if i not in dims])
+
+    @staticmethod
+    def derivative(ctx):
+        x, out = ctx.saved_tensors
+        return (x - _keep(ctx, out)).exp()
+
+
+def _vector_norm(x, dims, keepdim, p):
+    a = np.abs(x)
+    if p == 2:
+        return np.sqrt((x * x).sum(axis=dims, keepdims=keepdim))
+    if p == 1:
+        return a.sum(axis=dims, keepdims=keepdim)
+    if p == math.inf:
+        return a.max(axis=dims, keepdims=keepdim, initial=0)
+    if p == -math.inf:
+        return a.min(axis=dims, keepdims=keepdim, initial=math.inf)
+    if p == 0:
+        return (a != 0).sum(axis=dims, keepdims=keepdim).astype(x.dtype)
+    with np.errstate(divide="ignore"):
+        return (a ** p).sum(axis=dims, keepdims=keepdim) ** (1.0 / p)
+
+
+class Norm(_Smooth):
+    """y = (sum |x|^p)^(1/p) over dim (p = inf: max |x|, -inf: min |x|, 0: count of
+    nonzeros);  dy/dx = sign(x) |x|^(p-1) / y^(p-1) (p = 2: x / y; +-inf:
+    sign(x) [|x| == y] / count; 0: zero), taken as 0 where y == 0 and, for p < 1,
+    where x == 0, as in PyTorch."""
+    public_name = "norm"
+
+    @staticmethod
+    def forward(x, dim=None, keepdim=False, p=2.0):
+        _require_float(x, "linalg.vector_norm: Expected a floating point or complex tensor "
+                          "as input. Got {}")
+        return np.asarray(_vector_norm(x, _dims(dim, x.ndim), keepdim, p))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _Smooth.setup_context(ctx, inputs, output)
+        ctx.p = inputs[3]
+
+    @staticmethod
+    def derivative(ctx):
+        x, out = ctx.saved_tensors
+        p, y = ctx.p, _keep(ctx, out)
+        if p == 0:
+            return None
+        if p == 1:
+            return x.sign()
+        if p in (math.inf, -math.inf):
+            mask = x.abs().eq(y).to(x.dtype)
+            return x.sign() * mask / mask.sum(ctx.dims, keepdim=True)
+        safe_y = y + y.eq(0).to(y.dtype)  # y == 0 only if x == 0 there: gradient 0
+        if p == 2:
+            return x / safe_y
+        if p < 1:
+            a = x.abs()
+            return x.sign() * (a + a.eq(0).to(a.dtype)) ** (p - 1) * y ** (1 - p)
+        return x.sign() * x.abs() ** (p - 1) / safe_y ** (p - 1)
+
+    @classmethod
+    def interface(cls, x, p="fro", dim=None, keepdim=False, dtype=None):
+        if isinstance(p, str):
+            if p != "fro":
+                raise RuntimeError(f"linalg.matrix_norm: Order {p} not supported.")
+            if dim is not None and not isinstance(dim, (int, np.integer)) and len(dim) > 2:
+                raise RuntimeError("linalg.matrix_norm: dim must be a 2-tuple. Got " +
+                                   " ".join(str(d) for d in dim))
+            p = 2
+        if dtype is not None:
+            x = x.to(dtype)
+        return cls.apply(x, dim, keepdim, float(p))
+
+
+class _IndexedExtremum(ArrayFunction):
+    """max/min over one dim: values = x at the index of the max (min) along dim, the
+    first one on ties; grad_x = grad_out routed to that index (one-hot), as in PyTorch."""
+    public_name = None  # reached through the public max/min functions
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x = inputs[0]
+        ctx.dims = (_wrap_dim(inputs[1], x.ndim),) if x.ndim else ()
+        ctx.keepdim = inputs[2]
+        ctx.input_shape = tuple(x.shape)
+        ctx.dtype = x.dtype
+        ctx.save_for_backward(output[1])
+
+    @staticmethod
+    def one_hot(ctx):
+        indices, = ctx.saved_tensors
+        if not ctx.dims:
+            return _make(np.ones((), ctx.dtype.np))
+        d = ctx.dims[0]
+        n = ctx.input_shape[d]
+        positions = [1] * len(ctx.input_shape)
+        positions[d] = n
+        arange = _make(np.arange(n, dtype=np.int64).reshape(positions))
+        return arange.eq(_keep(ctx, indices)).to(ctx.dtype)
+
+    @staticmethod
+    def backward(ctx, grad_values, grad_indices):
+        return _keep(ctx, grad_values) * _IndexedExtremum.one_hot(ctx), None, None
+
+    @staticmethod
+    def jvp(ctx, x_t, _dim, _keepdim):
+        values_t = (x_t * _IndexedExtremum.one_hot(ctx)).sum(ctx.dims, ctx.keepdim)
+        return values_t, None
+
+
+class Max(_IndexedExtremum):
+    __doc__ = _IndexedExtremum.__doc__
+
+    @staticmethod
+    def forward(x, dim, keepdim=False):
+        return _values_indices("max", x, dim, keepdim)
+
+
+class Min(_IndexedExtremum):
+    __doc__ = _IndexedExtremum.__doc__
+
+    @staticmethod
+    def forward(x, dim, keepdim=False):
+        return _values_indices("min", x, dim, keepdim)
+
+
+def _extremum_call(name, whole, along, result, elementwise, x, dim, keepdim, other):
+    if other is not None or isinstance(dim, Tensor):
+        return getattr(x, elementwise)(dim if other is None else other)
+    if dim is None:
+        if x.numel() == 0:
+            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
+                               "input.numel() == 0. Specify the reduction dim with the "
+                               "'dim' argument.")
+        return whole.apply(x, None, False)
+    return result(*along.apply(x, dim, keepdim))
+
+
+@public("max")
+def max_reduction(input, dim=None, keepdim=False, *, other=None):
+    """max(x): the largest element (0-d; gradient split among ties);
+    max(x, dim, keepdim=False): (values, indices) over dim; max(x, other): maximum."""
+    return _extremum_call("max", Amax, Max, MaxResult, "maximum", input, dim, keepdim,
+                          other)
+
+
+@public("min")
+def min_reduction(input, dim=None, keepdim=False, *, other=None):
+    """min(x): the smallest element (0-d; gradient split among ties);
+    min(x, dim, keepdim=False): (values, indices) over dim; min(x, other): minimum."""
+    return _extremum_call("min", Amin, Min, MinResult, "minimum", input, dim, keepdim,
+                          other)
+
+
+class _ArgExtremum(ArrayFunction):
+    """argmax/argmin: int64 index of the first max (min) over dim, or into the flattened
+    tensor when dim is None; no gradient."""
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        return None, None, None
+
+    @staticmethod
+    def jvp(ctx, x_t, _dim, _keepdim):
+        return None
+
+
+class Argmax(_ArgExtremum):
+    __doc__ = _ArgExtremum.__doc__
+    public_name = "argmax"
+
+    @staticmethod
+    def forward(x, dim=None, keepdim=False):
+        return _arg_along("argmax", x, dim, keepdim)
+
+
+class Argmin(_ArgExtremum):
+    __doc__ = _ArgExtremum.__doc__
+    public_name = "argmin"
+
+    @staticmethod
+    def forward(x, dim=None, keepdim=False):
+        return _arg_along("argmin", x, dim, keepdim)

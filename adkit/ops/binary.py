@@ -1,17 +1,31 @@
 """Binary elementwise arithmetic with numpy broadcasting and PyTorch's type promotion.
 
-Owns: add, sub, mul, div, pow, maximum, minimum, atan2. Each op is its forward (numpy)
+Owns: add, sub, mul, div, pow, maximum, minimum, atan2, and clamp (a maximum then a
+minimum, with up to three broadcast operands). Each op is its forward (numpy)
 and its partial derivatives (adkit ops); the family turns those into backward and jvp.
+Either operand may be a Python number (it then takes part in promotion as a weak scalar).
 """
+import math
+
 import numpy as np
 
-from ._families import BinaryElementwise
-from ._helpers import cast_result, float_cast_result
+from .. import dtypes
+from ..tensor import Tensor
+from ._families import ArrayFunction, BinaryElementwise, public
+from ._helpers import (cast_result, float_cast_result, load_mixed, save_mixed, shape_of,
+                       sum_to)
+from .comparison import Where, not_implemented_for
+
+
+def _is_bool(v):
+    """A bool array or Python/numpy bool (PyTorch refuses these in subtraction)."""
+    return v.dtype == np.bool_ if type(v) is np.ndarray else isinstance(v, (bool, np.bool_))
 
 
 class Add(BinaryElementwise):
     """z = x + y;  dz/dx = 1, dz/dy = 1."""
     public_name = "add"
+    constant_partials = True
 
     @staticmethod
     def forward(x, y):
@@ -26,13 +40,19 @@ class Sub(BinaryElementwise):
     """z = x - y;  dz/dx = 1, dz/dy = -1."""
     public_name = "sub"
     aliases = ("subtract",)
+    constant_partials = True
 
     @staticmethod
     def forward(x, y):
-        if isinstance(x, np.ndarray) and x.dtype == np.bool_ and (
-                not isinstance(y, np.ndarray) or y.dtype == np.bool_):
-            raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
-                               "supported. Use the `^` or `logical_xor()` operator instead.")
+        x_bool, y_bool = _is_bool(x), _is_bool(y)
+        if x_bool or y_bool:
+            if x_bool and y_bool:
+                raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is "
+                                   "not supported. Use the `^` or `logical_xor()` operator "
+                                   "instead.")
+            raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not "
+                               "supported. If you are trying to invert a mask, use the `~` "
+                               "or `logical_not()` operator instead.")
         return cast_result(np.subtract(x, y), x, y)
 
     @staticmethod
@@ -67,3 +87,251 @@ class Div(BinaryElementwise):
     @staticmethod
     def partials(x, y, out):
         return 1 / y, -out / y
+
+
+def _result_dtype(x, y):
+    """PyTorch's result dtype of an op on x and y (fast for the common cases: equal dtypes,
+    a float array with a Python number)."""
+    if type(x) is np.ndarray:
+        if type(y) is np.ndarray:
+            if x.dtype == y.dtype:
+                return x.dtype
+        elif x.dtype.kind == "f" and (type(y) is float or type(y) is int):
+            return x.dtype
+    elif type(y) is np.ndarray and y.dtype.kind == "f" and (type(x) is float or
+                                                           type(x) is int):
+        return y.dtype
+    return dtypes.result_type(x, y).np
+
+
+def _as_dtype(v, want):
+    """An array operand in dtype `want` (Python numbers stay weak, bools become ints)."""
+    if isinstance(v, np.ndarray):
+        return v if v.dtype == want else v.astype(want)
+    if isinstance(v, (bool, np.bool_)) and want.kind != "b":
+        return int(v)
+    return v
+
+
+def _in_dtype(result, want):
+    result = np.asarray(result)
+    return result if result.dtype == want else result.astype(want)
+
+
+def _binary_in(ufunc, x, y, want):
+    """ufunc on both operands converted to the result dtype `want` (as PyTorch computes)."""
+    return _in_dtype(ufunc(_as_dtype(x, want), _as_dtype(y, want)), want)
+
+
+def _integer_power(x, y):
+    """x ** y for integers. A Python exponent must be >= 0; a tensor exponent may be
+    negative, and then (as in PyTorch) the result is 1/x^|y| truncated: 1, -1 or 0."""
+    if not isinstance(y, np.ndarray):
+        if y < 0:
+            raise RuntimeError("Integers to negative integer powers are not allowed.")
+        return np.power(x, y)
+    negative = y < 0
+    if not negative.any():
+        return np.power(x, y)
+    positive = np.power(x, np.where(negative, 0, y))
+    reciprocal = np.where(x == 1, 1, np.where(x == -1, 1 - 2 * (y % 2), 0))
+    return np.where(negative, reciprocal, positive)
+
+
+def _pow_dx(x, y):
+    """d(x^y)/dx = y x^(y-1), zero where y == 0 (no 0 * inf at x = 0)."""
+    if not isinstance(x, Tensor):
+        return None
+    if not isinstance(y, Tensor):
+        return None if y == 0 else y * x ** (y - 1)
+    zero = y == 0
+    exponent = Where.apply(zero, 1.0, y - 1)  # finite where masked: no 0 * inf, even in
+    return Where.apply(zero, 0.0, y * x ** exponent)  # higher derivatives
+
+
+def _pow_dy(x, y, out):
+    """d(x^y)/dy = x^y log(x), zero where x == 0 and y >= 0 (PyTorch's rule)."""
+    if not isinstance(y, Tensor):
+        return None
+    if isinstance(x, Tensor):
+        zero = (x == 0) & (y >= 0)
+        safe_log = Where.apply(zero, 1.0, x).log()  # 0 where masked: no 0 * -inf
+        return Where.apply(zero, 0.0, out * safe_log)
+    if x == 0:  # 0 ** y is 0 or 1 for y >= 0 (zero derivative), inf for y < 0
+        return Where.apply(y >= 0, 0.0, -math.inf)
+    return out * (math.log(x) if x > 0 else math.nan)
+
+
+def _times(t, d):
+    return None if d is None else t * d
+
+
+def _scaled_to(grad, d, like):
+    return None if d is None else sum_to(grad * d, shape_of(like))
+
+
+class Pow(BinaryElementwise):
+    """z = x ** y;  dz/dx = y x^(y-1) (0 where y == 0), dz/dy = z log(x) (0 where
+    x == 0 and y >= 0). Integer ** integer stays integer; a negative Python exponent of
+    an integer tensor is an error, as in PyTorch."""
+    public_name = "pow"
+
+    @staticmethod
+    def forward(x, y):
+        want = _result_dtype(x, y)
+        if want.kind == "b":
+            if isinstance(x, np.ndarray) and not isinstance(y, np.ndarray):
+                return x.copy() if y else np.ones_like(x)  # x ** True, x ** False
+            raise not_implemented_for("pow", want)
+        x, y = _as_dtype(x, want), _as_dtype(y, want)
+        if want.kind != "f":
+            return _in_dtype(_integer_power(x, y), want)
+        with np.errstate(all="ignore"):
+            return _in_dtype(np.power(x, y), want)
+
+    @staticmethod
+    def partials(x, y, out):
+        return _pow_dx(x, y), _pow_dy(x, y, out)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        (x, y), out = load_mixed(ctx)
+        need_x, need_y = ctx.needs_input_grad[:2]
+        grad_x = _scaled_to(grad_out, _pow_dx(x, y), x) if need_x else None
+        grad_y = _scaled_to(grad_out, _pow_dy(x, y, out), y) if need_y else None
+        return grad_x, grad_y
+
+    @staticmethod
+    def jvp(ctx, x_t, y_t):
+        (x, y), out = load_mixed(ctx)
+        terms = []
+        if x_t is not None:
+            terms.append(_times(x_t, _pow_dx(x, y)))
+        if y_t is not None:
+            terms.append(_times(y_t, _pow_dy(x, y, out)))
+        terms = [t for t in terms if t is not None]
+        if not terms:
+            return None  # a zero tangent, as in the family's jvp
+        total = terms[0] if len(terms) == 1 else terms[0] + terms[1]
+        return total if total.shape == out.shape else total.expand(out.shape)
+
+
+class Maximum(BinaryElementwise):
+    """z = max(x, y) elementwise (nan propagates);  dz/dx = 1 where x > y, 1/2 at ties,
+    else 0; dz/dy likewise (PyTorch splits the gradient evenly at ties)."""
+    public_name = "maximum"
+
+    @staticmethod
+    def forward(x, y):
+        return _binary_in(np.maximum, x, y, _result_dtype(x, y))
+
+    @staticmethod
+    def partials(x, y, out):
+        half_ties = (x == y).to(out.dtype) * 0.5
+        return (Where.apply(x < y, 0.0, 1 - half_ties),
+                Where.apply(x > y, 0.0, 1 - half_ties))
+
+
+class Minimum(BinaryElementwise):
+    """z = min(x, y) elementwise (nan propagates);  dz/dx = 1 where x < y, 1/2 at ties,
+    else 0; dz/dy likewise."""
+    public_name = "minimum"
+
+    @staticmethod
+    def forward(x, y):
+        return _binary_in(np.minimum, x, y, _result_dtype(x, y))
+
+    @staticmethod
+    def partials(x, y, out):
+        half_ties = (x == y).to(out.dtype) * 0.5
+        return (Where.apply(x > y, 0.0, 1 - half_ties),
+                Where.apply(x < y, 0.0, 1 - half_ties))
+
+
+class Atan2(BinaryElementwise):
+    """z = atan2(x, y), the angle of the point (y, x);  dz/dx = y/(x^2 + y^2),
+    dz/dy = -x/(x^2 + y^2)."""
+    public_name = "atan2"
+    aliases = ("arctan2",)
+
+    @staticmethod
+    def forward(x, y):
+        want = _result_dtype(x, y)
+        return _binary_in(np.arctan2, x, y, want if want.kind == "f" else
+                          dtypes.get_default_dtype().np)
+
+    @staticmethod
+    def partials(x, y, out):
+        inv_norm = (x * x + y * y).reciprocal()
+        return y * inv_norm, -x * inv_norm
+
+
+class Clamp(ArrayFunction):
+    """y = min(max(x, min), max); min and max may be None, numbers or tensors.
+    grad_x = grad where min <= x <= max; grad_min = grad where x < min < max;
+    grad_max = grad where x > max or max < min (PyTorch's clamp_backward_min_max)."""
+    public_name = "clamp"
+    aliases = ("clip",)
+
+    @staticmethod
+    def forward(x, min=None, max=None):  # noqa: A002  (PyTorch's keyword names)
+        if min is None and max is None:
+            raise RuntimeError("clamp: At least one of 'min' or 'max' must not be None")
+        want = dtypes.result_type(*[a for a in (x, min, max) if a is not None]).np
+        if want == np.bool_:
+            raise not_implemented_for("clamp_cpu", want)
+        out = x if x.dtype == want else x.astype(want)
+        if min is not None:
+            out = np.maximum(out, min.astype(want, copy=False)
+                             if isinstance(min, np.ndarray) else min)
+        if max is not None:
+            out = np.minimum(out, max.astype(want, copy=False)
+                             if isinstance(max, np.ndarray) else max)
+        return out
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        save_mixed(ctx, inputs)
+
+    @staticmethod
+    def masks(x, lo, hi):
+        """Where each of x, min, max passes its gradient through (None: never needed)."""
+        mask_x = mask_lo = mask_hi = None
+        if lo is not None:
+            mask_x = x >= lo
+            mask_lo = x < lo if hi is None else (x < lo) & (lo < hi)
+        if hi is not None:
+            mask_x = x <= hi if mask_x is None else mask_x & (x <= hi)
+            mask_hi = x > hi if lo is None else (x > hi) | (hi < lo)
+        return mask_x, mask_lo, mask_hi
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        inputs, _ = load_mixed(ctx)
+        masks = Clamp.masks(*inputs)
+        return tuple(sum_to(Where.apply(m, grad_out, 0.0), shape_of(a)) if need else None
+                     for a, m, need in zip(inputs, masks, ctx.needs_input_grad))
+
+    @staticmethod
+    def jvp(ctx, x_t, lo_t, hi_t):
+        inputs, _ = load_mixed(ctx)
+        masks = Clamp.masks(*inputs)
+        terms = [Where.apply(m, t, 0.0) for m, t in zip(masks, (x_t, lo_t, hi_t))
+                 if t is not None]
+        total = terms[0]
+        for t in terms[1:]:
+            total = total + t
+        shape = np.broadcast_shapes(*[shape_of(a) for a in inputs if a is not None])
+        return total if tuple(total.shape) == shape else total.expand(shape)
+
+
+@public("clamp_min")
+def clamp_min(x, min):  # noqa: A002
+    """clamp(x, min=min)."""
+    return Clamp.apply(x, min, None)
+
+
+@public("clamp_max")
+def clamp_max(x, max):  # noqa: A002
+    """clamp(x, max=max)."""
+    return Clamp.apply(x, None, max)

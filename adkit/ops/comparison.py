@@ -1,1 +1,234 @@
-"""Built-in ops: comparison (being written)."""
+"""Comparisons, logical ops, predicates (isnan, ...) and `where`.
+
+Owns: lt le gt ge eq ne, logical_and/or/xor/not, isnan isfinite isinf (bool results with
+no gradient) and where(cond, x, y) (differentiable in x and y). Comparisons promote both
+operands to their common dtype first, as PyTorch does, so `int_tensor < 1.5` and
+`float32_tensor == 0.1` mean what they mean in PyTorch.
+"""
+import numpy as np
+
+from .. import dtypes
+from ..tensor import from_numpy
+from ._families import ArrayFunction
+from ._helpers import load_mixed, save_mixed, shape_of, sum_to
+
+
+_TORCH_TYPE_NAMES = {"bool": "Bool", "int32": "Int", "int64": "Long", "float16": "Half",
+                     "float32": "Float", "float64": "Double"}
+
+
+def torch_type_name(dtype):
+    """PyTorch's scalar type name of a numpy dtype ('Float', 'Long', ...) for messages."""
+    name = np.dtype(dtype).name
+    return _TORCH_TYPE_NAMES.get(name, name)
+
+
+def not_implemented_for(kernel, dtype):
+    """PyTorch's error for a kernel without an implementation for `dtype`. PyTorch raises
+    NotImplementedError (a RuntimeError subclass) here, so adkit does too."""
+    return NotImplementedError(f'"{kernel}" not implemented for \'{torch_type_name(dtype)}\'')
+
+
+def _as_dtype(v, want):
+    if isinstance(v, np.ndarray):
+        return v if v.dtype == want else v.astype(want)
+    return v
+
+
+def _promoted(x, y):
+    """Both operands in their PyTorch result dtype (Python numbers stay weak scalars)."""
+    if type(x) is np.ndarray:
+        if type(y) is np.ndarray:
+            if x.dtype == y.dtype:
+                return x, y
+        elif x.dtype.kind == "f" and (type(y) is float or type(y) is int):
+            return x, y  # numpy computes in x's dtype, as PyTorch does
+    elif type(y) is np.ndarray and y.dtype.kind == "f" and (type(x) is float or
+                                                           type(x) is int):
+        return x, y
+    want = dtypes.result_type(x, y).np
+    return _as_dtype(x, want), _as_dtype(y, want)
+
+
+class BoolResult(ArrayFunction):
+    """Base of ops with a bool result: nothing to save, no gradient, no tangent."""
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        return (None,) * len(ctx.needs_input_grad)
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        return None
+
+
+class Lt(BoolResult):
+    """z = x < y (bool, no gradient)."""
+    public_name = "lt"
+    aliases = ("less",)
+
+    @staticmethod
+    def forward(x, y):
+        return np.less(*_promoted(x, y))
+
+
+class Le(BoolResult):
+    """z = x <= y (bool, no gradient)."""
+    public_name = "le"
+    aliases = ("less_equal",)
+
+    @staticmethod
+    def forward(x, y):
+        return np.less_equal(*_promoted(x, y))
+
+
+class Gt(BoolResult):
+    """z = x > y (bool, no gradient)."""
+    public_name = "gt"
+    aliases = ("greater",)
+
+    @staticmethod
+    def forward(x, y):
+        return np.greater(*_promoted(x, y))
+
+
+class Ge(BoolResult):
+    """z = x >= y (bool, no gradient)."""
+    public_name = "ge"
+    aliases = ("greater_equal",)
+
+    @staticmethod
+    def forward(x, y):
+        return np.greater_equal(*_promoted(x, y))
+
+
+class Eq(BoolResult):
+    """z = x == y (bool, no gradient)."""
+    public_name = "eq"
+
+    @staticmethod
+    def forward(x, y):
+        return np.equal(*_promoted(x, y))
+
+
+class Ne(BoolResult):
+    """z = x != y (bool, no gradient)."""
+    public_name = "ne"
+    aliases = ("not_equal",)
+
+    @staticmethod
+    def forward(x, y):
+        return np.not_equal(*_promoted(x, y))
+
+
+class LogicalAnd(BoolResult):
+    """z = (x != 0) and (y != 0) (bool, no gradient)."""
+    public_name = "logical_and"
+
+    @staticmethod
+    def forward(x, y):
+        return np.logical_and(x, y)
+
+
+class LogicalOr(BoolResult):
+    """z = (x != 0) or (y != 0) (bool, no gradient)."""
+    public_name = "logical_or"
+
+    @staticmethod
+    def forward(x, y):
+        return np.logical_or(x, y)
+
+
+class LogicalXor(BoolResult):
+    """z = (x != 0) xor (y != 0) (bool, no gradient)."""
+    public_name = "logical_xor"
+
+    @staticmethod
+    def forward(x, y):
+        return np.logical_xor(x, y)
+
+
+class LogicalNot(BoolResult):
+    """z = (x == 0) (bool, no gradient)."""
+    public_name = "logical_not"
+
+    @staticmethod
+    def forward(x):
+        return np.logical_not(x)
+
+
+class Isnan(BoolResult):
+    """z = x is nan (bool, no gradient)."""
+    public_name = "isnan"
+
+    @staticmethod
+    def forward(x):
+        return np.isnan(x) if x.dtype.kind == "f" else np.zeros(x.shape, np.bool_)
+
+
+class Isfinite(BoolResult):
+    """z = x is neither inf nor nan (bool, no gradient)."""
+    public_name = "isfinite"
+
+    @staticmethod
+    def forward(x):
+        return np.isfinite(x) if x.dtype.kind == "f" else np.ones(x.shape, np.bool_)
+
+
+class Isinf(BoolResult):
+    """z = x is +inf or -inf (bool, no gradient)."""
+    public_name = "isinf"
+
+    @staticmethod
+    def forward(x):
+        return np.isinf(x) if x.dtype.kind == "f" else np.zeros(x.shape, np.bool_)
+
+
+class Where(ArrayFunction):
+    """z = x where cond else y (broadcast; x or y may be a Python number; dtype is
+    PyTorch's promotion of x and y);  grad_x = grad where cond, grad_y = grad where not."""
+    public_name = "where"
+    variants = ("function",)
+
+    @staticmethod
+    def forward(condition, x, y):
+        condition = np.asarray(condition)
+        if condition.dtype != np.bool_:
+            raise RuntimeError("where expected condition to be a boolean tensor, but got a "
+                               f"tensor with dtype {torch_type_name(condition.dtype)}")
+        want = dtypes.result_type(x, y).np
+        result = np.where(condition, _as_dtype(x, want), _as_dtype(y, want))
+        return result if result.dtype == want else result.astype(want)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        save_mixed(ctx, inputs)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        (cond, x, y), _ = load_mixed(ctx)
+        _, need_x, need_y = ctx.needs_input_grad
+        grad_x = sum_to(Where.apply(cond, grad_out, 0.0), shape_of(x)) if need_x else None
+        grad_y = sum_to(Where.apply(cond, 0.0, grad_out), shape_of(y)) if need_y else None
+        return None, grad_x, grad_y
+
+    @staticmethod
+    def jvp(ctx, _cond_t, x_t, y_t):
+        (cond, x, y), _ = load_mixed(ctx)
+        if x_t is None and y_t is None:
+            return None
+        shape = np.broadcast_shapes(shape_of(cond), shape_of(x), shape_of(y))
+        out_t = Where.apply(cond, 0.0 if x_t is None else x_t, 0.0 if y_t is None else y_t)
+        return out_t if tuple(out_t.shape) == shape else out_t.expand(shape)
+
+    @classmethod
+    def interface(cls, condition, input=None, other=None):  # noqa: A002  (PyTorch's name)
+        """where(cond, x, y); where(cond) alone is nonzero(cond, as_tuple=True)."""
+        if input is None and other is None:
+            return tuple(from_numpy(np.ascontiguousarray(i))
+                         for i in np.nonzero(np.asarray(condition)))
+        return cls.apply(condition, input, other)

@@ -213,23 +213,44 @@ class FunctionMeta(type):
         cls._binding = None  # (n_positional, Signature) computed on first apply
 
 
+_NO_DEFAULT = inspect.Parameter.empty
+
+
 def _binding(cls):
-    """How many parameters forward takes (after ctx), and its signature for binding."""
+    """How `apply` binds a call to forward: (number of parameters after ctx, or -1 when
+    forward takes *args/**kwargs; their names; their defaults; the Signature)."""
     sig = inspect.signature(cls.forward)
     params = list(sig.parameters.values())
     if not cls._uses_setup_context() and not cls._arrays_in:
         params = params[1:]  # forward(ctx, ...)
     sig = sig.replace(parameters=params)
     simple = all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
-    cls._binding = (len(params) if simple else -1, sig)
+    names = tuple(p.name for p in params)
+    defaults = tuple(p.default for p in params)
+    cls._binding = (len(params) if simple else -1, names, defaults, sig)
     return cls._binding
 
 
 def _bind_args(cls, args, kwargs):
-    """Bind a call to forward's signature, defaults included, as positional arguments."""
-    n, sig = cls._binding or _binding(cls)
-    if n == len(args) and not kwargs:
-        return args
+    """Bind a call to forward's signature, defaults included, as positional arguments.
+    NB: plain positional/keyword signatures are bound by hand: inspect's bind costs
+    several microseconds, more than a small op itself."""
+    n, names, defaults, sig = cls._binding or _binding(cls)
+    if n >= len(args):
+        bound = list(args)
+        used = 0
+        for i in range(len(args), n):
+            name = names[i]
+            if name in kwargs:
+                bound.append(kwargs[name])
+                used += 1
+            elif defaults[i] is not _NO_DEFAULT:
+                bound.append(defaults[i])
+            else:
+                break  # a missing argument: let inspect word the error
+        else:
+            if used == len(kwargs):
+                return tuple(bound)
     try:
         bound = sig.bind(*args, **kwargs)
     except TypeError as e:

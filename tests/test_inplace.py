@@ -291,3 +291,18 @@ def test_copy_gradient_to_src_in_its_dtype():
     a.sum().backward()
     assert src.grad.dtype == ak.float64
     np.testing.assert_allclose(src.grad.numpy(), [2.0, 2.0, 2.0])
+
+
+def test_inplace_on_results_of_ops_that_do_not_save_them():
+    """Like PyTorch: mul saves its inputs, not its result, so the result may be modified
+    in place; exp saves its result, so modifying it must raise."""
+    x = ak.tensor([1.0, 2.0], dtype=ak.float64, requires_grad=True)
+    y = x * 2
+    y.add_(1)
+    y[0] = 0.0
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [0.0, 2.0])
+    z = x.exp()
+    z.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        z.sum().backward()

@@ -25,7 +25,7 @@ def _is_bool(v):
 class Add(BinaryElementwise):
     """z = x + y;  dz/dx = 1, dz/dy = 1."""
     public_name = "add"
-    constant_partials = True
+    saves = ()
 
     @staticmethod
     def forward(x, y):
@@ -39,8 +39,8 @@ class Add(BinaryElementwise):
 class Sub(BinaryElementwise):
     """z = x - y;  dz/dx = 1, dz/dy = -1."""
     public_name = "sub"
+    saves = ()
     aliases = ("subtract",)
-    constant_partials = True
 
     @staticmethod
     def forward(x, y):
@@ -63,6 +63,7 @@ class Sub(BinaryElementwise):
 class Mul(BinaryElementwise):
     """z = x * y;  dz/dx = y, dz/dy = x."""
     public_name = "mul"
+    saves = ("x", "y")
     aliases = ("multiply",)
 
     @staticmethod
@@ -77,6 +78,7 @@ class Mul(BinaryElementwise):
 class Div(BinaryElementwise):
     """z = x / y (true division);  dz/dx = 1/y, dz/dy = -z/y."""
     public_name = "div"
+    saves = ("y", "out")
     aliases = ("divide", "true_divide")
 
     @staticmethod
@@ -252,6 +254,7 @@ class Atan2(BinaryElementwise):
     """z = atan2(x, y), the angle of the point (y, x);  dz/dx = y/(x^2 + y^2),
     dz/dy = -x/(x^2 + y^2)."""
     public_name = "atan2"
+    saves = ("x", "y")
     aliases = ("arctan2",)
 
     @staticmethod

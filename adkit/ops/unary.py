@@ -25,6 +25,7 @@ def _float_op(ufunc, x):
 class Log(UnaryElementwise):
     """y = log(x);  dy/dx = 1/x."""
     public_name = "log"
+    saves = ("x",)
 
     @staticmethod
     def forward(x):
@@ -38,6 +39,7 @@ class Log(UnaryElementwise):
 class Log1p(UnaryElementwise):
     """y = log(1 + x);  dy/dx = 1/(1 + x)."""
     public_name = "log1p"
+    saves = ("x",)
 
     @staticmethod
     def forward(x):
@@ -51,6 +53,7 @@ class Log1p(UnaryElementwise):
 class Expm1(UnaryElementwise):
     """y = exp(x) - 1;  dy/dx = y + 1."""
     public_name = "expm1"
+    saves = ("out",)
 
     @staticmethod
     def forward(x):
@@ -64,6 +67,7 @@ class Expm1(UnaryElementwise):
 class Sqrt(UnaryElementwise):
     """y = sqrt(x);  dy/dx = 1/(2y)."""
     public_name = "sqrt"
+    saves = ("out",)
 
     @staticmethod
     def forward(x):
@@ -77,6 +81,7 @@ class Sqrt(UnaryElementwise):
 class Rsqrt(UnaryElementwise):
     """y = 1/sqrt(x);  dy/dx = -y^3/2."""
     public_name = "rsqrt"
+    saves = ("out",)
 
     @staticmethod
     def forward(x):
@@ -92,6 +97,7 @@ class Rsqrt(UnaryElementwise):
 class Reciprocal(UnaryElementwise):
     """y = 1/x;  dy/dx = -y^2."""
     public_name = "reciprocal"
+    saves = ("out",)
 
     @staticmethod
     def forward(x):
@@ -105,6 +111,7 @@ class Reciprocal(UnaryElementwise):
 class Abs(UnaryElementwise):
     """y = |x|;  dy/dx = sign(x) (0 at 0)."""
     public_name = "abs"
+    saves = ("x",)
     aliases = ("absolute",)
 
     @staticmethod
@@ -121,6 +128,7 @@ class Abs(UnaryElementwise):
 class Sign(UnaryElementwise):
     """y = sign(x) in {-1, 0, 1} (0 for nan, as PyTorch);  dy/dx = 0."""
     public_name = "sign"
+    saves = ()
 
     @staticmethod
     def forward(x):
@@ -136,6 +144,7 @@ class Sign(UnaryElementwise):
 class Sin(UnaryElementwise):
     """y = sin(x);  dy/dx = cos(x)."""
     public_name = "sin"
+    saves = ("x",)
 
     @staticmethod
     def forward(x):
@@ -149,6 +158,7 @@ class Sin(UnaryElementwise):
 class Cos(UnaryElementwise):
     """y = cos(x);  dy/dx = -sin(x)."""
     public_name = "cos"
+    saves = ("x",)
 
     @staticmethod
     def forward(x):
@@ -162,6 +172,7 @@ class Cos(UnaryElementwise):
 class Tan(UnaryElementwise):
     """y = tan(x);  dy/dx = 1 + y^2."""
     public_name = "tan"
+    saves = ("out",)
 
     @staticmethod
     def forward(x):
@@ -175,6 +186,7 @@ class Tan(UnaryElementwise):
 class Tanh(UnaryElementwise):
     """y = tanh(x);  dy/dx = 1 - y^2."""
     public_name = "tanh"
+    saves = ("out",)
 
     @staticmethod
     def forward(x):
@@ -188,6 +200,7 @@ class Tanh(UnaryElementwise):
 class Sinh(UnaryElementwise):
     """y = sinh(x);  dy/dx = cosh(x)."""
     public_name = "sinh"
+    saves = ("x",)
 
     @staticmethod
     def forward(x):
@@ -201,6 +214,7 @@ class Sinh(UnaryElementwise):
 class Cosh(UnaryElementwise):
     """y = cosh(x);  dy/dx = sinh(x)."""
     public_name = "cosh"
+    saves = ("x",)
 
     @staticmethod
     def forward(x):
@@ -214,6 +228,7 @@ class Cosh(UnaryElementwise):
 class Asin(UnaryElementwise):
     """y = asin(x);  dy/dx = 1/sqrt(1 - x^2)."""
     public_name = "asin"
+    saves = ("x",)
     aliases = ("arcsin",)
 
     @staticmethod
@@ -228,6 +243,7 @@ class Asin(UnaryElementwise):
 class Acos(UnaryElementwise):
     """y = acos(x);  dy/dx = -1/sqrt(1 - x^2)."""
     public_name = "acos"
+    saves = ("x",)
     aliases = ("arccos",)
 
     @staticmethod
@@ -242,6 +258,7 @@ class Acos(UnaryElementwise):
 class Atan(UnaryElementwise):
     """y = atan(x);  dy/dx = 1/(1 + x^2)."""
     public_name = "atan"
+    saves = ("x",)
     aliases = ("arctan",)
 
     @staticmethod
@@ -256,6 +273,7 @@ class Atan(UnaryElementwise):
 class Sigmoid(UnaryElementwise):
     """y = 1/(1 + exp(-x));  dy/dx = y (1 - y)."""
     public_name = "sigmoid"
+    saves = ("out",)
 
     @staticmethod
     def forward(x):
@@ -272,6 +290,7 @@ class Sigmoid(UnaryElementwise):
 class Relu(UnaryElementwise):
     """y = max(x, 0);  dy/dx = 1 if x > 0 else 0."""
     public_name = "relu"
+    saves = ("x",)
 
     @staticmethod
     def forward(x):
@@ -384,6 +403,7 @@ def erf_float64(x):
 class Erf(UnaryElementwise):
     """y = erf(x) = 2/sqrt(pi) int_0^x exp(-t^2) dt;  dy/dx = 2/sqrt(pi) exp(-x^2)."""
     public_name = "erf"
+    saves = ("x",)
 
     @staticmethod
     def forward(x):
@@ -405,6 +425,7 @@ def _integral_copy(x, kernel):
 class Floor(UnaryElementwise):
     """y = floor(x);  dy/dx = 0."""
     public_name = "floor"
+    saves = ()
 
     @staticmethod
     def forward(x):
@@ -418,6 +439,7 @@ class Floor(UnaryElementwise):
 class Ceil(UnaryElementwise):
     """y = ceil(x);  dy/dx = 0."""
     public_name = "ceil"
+    saves = ()
 
     @staticmethod
     def forward(x):
@@ -489,6 +511,7 @@ class Neg(UnaryElementwise):
 class Exp(UnaryElementwise):
     """y = exp(x);  dy/dx = y."""
     public_name = "exp"
+    saves = ("out",)
 
     @staticmethod
     def forward(x):

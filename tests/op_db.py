@@ -61,7 +61,7 @@ def make_array(shape, dtype, rng, low=-2.0, high=2.0):
     """Random values in [low, high), of dtype (ints and bools too)."""
     dtype = np.dtype(dtype)
     if dtype.kind == "b":
-        return rng.random(shape) < 0.5
+        return np.asarray(rng.random(shape) < 0.5)  # a 0-d array, not an np.bool_
     if dtype.kind in "iu":
         return rng.integers(int(low), int(high) + 1, size=shape).astype(dtype)
     return rng.uniform(low, high, size=shape).astype(dtype)

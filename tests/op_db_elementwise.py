@@ -233,6 +233,12 @@ COMPARISON_ROWS = [
     _predicate("isfinite", np.isfinite, _with_specials),
     _predicate("isinf", np.isinf, _with_specials),
     _row("where", np.where, _where_samples, dtypes=WITH_INT, grad_argnums=(1, 2)),
+] + [
+    _predicate(name, ref, binary_samples(-5, 5, scalar=3), dtypes=(np.int64, np.bool_))
+    for name, ref in [("bitwise_and", np.bitwise_and), ("bitwise_or", np.bitwise_or),
+                      ("bitwise_xor", np.bitwise_xor)]
+] + [
+    _predicate("bitwise_not", np.invert, unary_samples(-5, 5), dtypes=(np.int64, np.bool_)),
 ]
 
 ROWS = UNARY_ROWS + BINARY_ROWS + COMPARISON_ROWS

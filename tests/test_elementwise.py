@@ -524,3 +524,20 @@ def test_jvp_matches_finite_differences(info, dtype, sample):
         analytic = ak.zeros_like(out)
     assert tuple(analytic.shape) == tuple(out.shape)
     np.testing.assert_allclose(analytic.numpy(), numeric, rtol=1e-4, atol=1e-5)
+
+
+def test_bitwise_operators_match_torch():
+    torch = pytest.importorskip("torch")
+    for values in ([1, 2, 3], [True, False, True]):
+        x, t = ak.tensor(values), torch.tensor(values)
+        for got, want in (((x & x), (t & t)), ((~x), (~t)), ((x | 1), (t | 1)),
+                          ((x ^ x), (t ^ t)), ((1 & x), (1 & t))):
+            assert got.tolist() == want.tolist() and str(got.dtype)[6:] == str(want.dtype)[6:]
+    with pytest.raises(TypeError, match="only implemented on integer and Boolean"):
+        ~ak.tensor([1.0])
+
+
+def test_where_method_takes_self_as_the_value():
+    x = ak.tensor([1.0, 2.0, 3.0])
+    out = x.where(ak.tensor([True, False, True]), 0.0)
+    assert out.tolist() == [1.0, 0.0, 3.0]

@@ -29,14 +29,12 @@ def _public_callable(cls):
 
 
 def _register(name, fn, variants):
-    if name in FUNCTIONS or name in METHODS or name in PROPERTIES:
-        raise RuntimeError(f"two ops claim the public name {name!r}")
-    if "property" in variants:
-        PROPERTIES[name] = fn
-    if "function" in variants:
-        FUNCTIONS[name] = fn
-    if "method" in variants:
-        METHODS[name] = fn
+    for kind, table in (("function", FUNCTIONS), ("method", METHODS),
+                        ("property", PROPERTIES)):
+        if kind in variants:
+            if name in table:
+                raise RuntimeError(f"two ops claim the public {kind} name {name!r}")
+            table[name] = fn
 
 
 def _collect():
@@ -100,10 +98,11 @@ _OPERATORS = {  # dunder -> (public op name, reflected)
     "__matmul__": ("matmul", False), "__rmatmul__": ("matmul", True),
     "__lt__": ("lt", False), "__le__": ("le", False), "__gt__": ("gt", False),
     "__ge__": ("ge", False), "__eq__": ("eq", False), "__ne__": ("ne", False),
-    "__and__": ("logical_and", False), "__or__": ("logical_or", False),
-    "__xor__": ("logical_xor", False),
+    "__and__": ("bitwise_and", False), "__or__": ("bitwise_or", False),
+    "__xor__": ("bitwise_xor", False), "__rand__": ("bitwise_and", True),
+    "__ror__": ("bitwise_or", True), "__rxor__": ("bitwise_xor", True),
 }
-_UNARY_OPERATORS = {"__neg__": "neg", "__abs__": "abs", "__invert__": "logical_not"}
+_UNARY_OPERATORS = {"__neg__": "neg", "__abs__": "abs", "__invert__": "bitwise_not"}
 _INPLACE_OPERATORS = {"__iadd__": "add_", "__isub__": "sub_", "__imul__": "mul_",
                       "__itruediv__": "div_"}
 

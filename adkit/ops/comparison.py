@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import dtypes
 from ..tensor import from_numpy
-from ._families import ArrayFunction
+from ._families import ArrayFunction, public
 from ._helpers import load_mixed, save_mixed, shape_of, sum_to
 
 
@@ -188,6 +188,68 @@ class Isinf(BoolResult):
         return np.isinf(x) if x.dtype.kind == "f" else np.zeros(x.shape, np.bool_)
 
 
+class _Bitwise(BoolResult):
+    """Bitwise ops on bool and integer tensors (bool stays bool, ints promote); PyTorch's
+    error for floats. No gradient: the results are never floating point."""
+
+    kernel = None
+
+    @classmethod
+    def _check(cls, *arrays):
+        for a in arrays:
+            if isinstance(a, np.ndarray) and a.dtype.kind == "f":
+                raise not_implemented_for(cls.kernel, a.dtype)
+            if isinstance(a, float):
+                raise TypeError(f"{cls.public_name}(): argument 'other' must be Tensor or an "
+                                "integer/bool scalar, not float")
+
+
+class BitwiseAnd(_Bitwise):
+    """z = x & y (bitwise; logical for bool)."""
+    public_name = "bitwise_and"
+    kernel = "bitwise_and_cpu"
+
+    @staticmethod
+    def forward(x, y):
+        BitwiseAnd._check(x, y)
+        return np.asarray(np.bitwise_and(*_promoted(x, y)))
+
+
+class BitwiseOr(_Bitwise):
+    """z = x | y (bitwise; logical for bool)."""
+    public_name = "bitwise_or"
+    kernel = "bitwise_or_cpu"
+
+    @staticmethod
+    def forward(x, y):
+        BitwiseOr._check(x, y)
+        return np.asarray(np.bitwise_or(*_promoted(x, y)))
+
+
+class BitwiseXor(_Bitwise):
+    """z = x ^ y (bitwise; logical for bool)."""
+    public_name = "bitwise_xor"
+    kernel = "bitwise_xor_cpu"
+
+    @staticmethod
+    def forward(x, y):
+        BitwiseXor._check(x, y)
+        return np.asarray(np.bitwise_xor(*_promoted(x, y)))
+
+
+class BitwiseNot(_Bitwise):
+    """y = ~x (bitwise; logical for bool)."""
+    public_name = "bitwise_not"
+    kernel = "bitwise_not_cpu"
+
+    @staticmethod
+    def forward(x):
+        if x.dtype.kind == "f":
+            raise TypeError("~ (operator.invert) is only implemented on integer and "
+                            "Boolean-type tensors")
+        return np.invert(x)
+
+
 class Where(ArrayFunction):
     """z = x where cond else y (broadcast; x or y may be a Python number; dtype is
     PyTorch's promotion of x and y);  grad_x = grad where cond, grad_y = grad where not."""
@@ -232,3 +294,9 @@ class Where(ArrayFunction):
             return tuple(from_numpy(np.ascontiguousarray(i))
                          for i in np.nonzero(np.asarray(condition)))
         return cls.apply(condition, input, other)
+
+
+@public("where", variants=("method",))
+def where_method(x, condition, y):
+    """`x.where(condition, y)`: x where condition else y (PyTorch's Tensor.where)."""
+    return Where.apply(condition, x, y)

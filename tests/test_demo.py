@@ -1,0 +1,12 @@
+"""The README's first command runs `python -m adkit demo`: it must work and pass."""
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_demo_runs_and_its_gradient_check_passes():
+    root = Path(__file__).resolve().parent.parent
+    result = subprocess.run([sys.executable, "-m", "adkit", "demo"], cwd=root,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "gradient check: PASSED" in result.stdout

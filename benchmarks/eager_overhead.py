@@ -86,8 +86,9 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     x0, w0 = rng.uniform(-1, 1, N_ELEMENTS), rng.uniform(0.5, 1.5, N_ELEMENTS)
     results, grads = {}, {}
-    for name, fn in (("adkit", bench_adkit), ("torch", bench_torch),
-                     ("hips-autograd", bench_hips), ("numpy (no AD)", bench_numpy)):
+    results["adkit"], grads["adkit"] = bench_adkit(x0, w0, args.repeats)
+    for name, fn in (("torch", bench_torch), ("hips-autograd", bench_hips),
+                     ("numpy (no AD)", bench_numpy)):
         try:
             results[name], grads[name] = fn(x0, w0, args.repeats)
         except ImportError:

@@ -26,21 +26,33 @@ def eager_apply(cls, args):
     if cls._arrays_in:
         raw = cls.forward(*[a._data if type(a) is Tensor else a for a in args])
         if type(raw) is np.ndarray:  # the common case: one fresh array
-            outputs = _make(raw)
-            aliased = _is_input_data(raw, args)
+            aliased = None
+            for a in args:
+                if type(a) is Tensor and a._data is raw:  # an in-place op's result
+                    aliased = a
             if aliased is not None:
                 outputs = aliased
             elif not requires:
+                outputs = _make(raw)
                 if cls.is_view:
                     _make_view_of(outputs, args[0])
                 return outputs
             else:
+                outputs = _make(raw)
                 ctx = cls._backward_cls()
                 _link_inputs(ctx, args)
                 cls.setup_context(ctx, args, outputs)
-                if not ctx.dirty_tensors:
-                    return _record_single(cls, ctx, args, outputs)
-                return _finish(cls, ctx, args, outputs, requires)
+                if ctx.dirty_tensors or ctx.non_differentiable or cls.is_view:
+                    return _finish(cls, ctx, args, outputs, requires)
+                # _finish for the common case: one fresh differentiable output
+                if raw.dtype.kind == "f":
+                    outputs._requires_grad = True
+                    outputs._grad_fn = ctx
+                ctx._output_meta = ((raw.shape, raw.dtype),)
+                if ctx.to_save:
+                    ctx._saved = pack_saved(ctx, ctx.to_save)
+                    ctx.to_save = ()
+                return outputs
         else:
             outputs = _wrap_arrays(raw, args)
         # Outputs that are inputs need setup_context even without grad: it says whether
@@ -98,44 +110,23 @@ def _wrap_array(arr, args):
 def _link_inputs(ctx, args):
     """Before forward: the node's edges to its inputs' nodes (taken before any in-place
     change rebases them), `needs_input_grad`, and what backward's results must match."""
-    edges, metas, needs = [], [], []
+    edges = []
     for a in args:
         if type(a) is Tensor:
             fn = a._grad_fn
             if fn is not None:
                 edges.append((fn, a._output_nr))
-                needs.append(True)
             elif a._requires_grad:
                 edges.append((grad_accumulator(a), 0))
-                needs.append(True)
             else:
                 edges.append(_NO_EDGE)
-                needs.append(False)
-            metas.append((a._data.shape, a._data.dtype))
-        else:
-            metas.append(None)
-            needs.append(False)
     ctx.next_functions = tuple(edges)
-    ctx.needs_input_grad = tuple(needs)
-    ctx._input_meta = metas
+    ctx.needs_input_grad = tuple([type(a) is Tensor and a._requires_grad for a in args])
+    ctx._input_meta = [(a._data.shape, a._data.dtype) if type(a) is Tensor else None
+                       for a in args]
     ctx._sequence_nr = next(SEQUENCE)
     if ANOMALY.enabled:
         record_forward_trace(ctx)
-
-
-def _record_single(cls, ctx, args, out):
-    """_finish for the common case: one fresh output tensor, nothing marked dirty."""
-    if cls.is_view:
-        _make_view_of(out, args[0])
-    non_diff = ctx.non_differentiable
-    if out._data.dtype.kind == "f" and not (non_diff and _contains(non_diff, out)):
-        out._requires_grad = True
-        out._grad_fn = ctx
-    ctx._output_meta = ((out._data.shape, out._data.dtype),)
-    if ctx.to_save:
-        ctx._saved = pack_saved(ctx, ctx.to_save)
-        ctx.to_save = ()
-    return out
 
 
 def _finish(cls, ctx, args, outputs, requires):

@@ -236,7 +236,7 @@ def _execute(ready, buffers, deps, needed, tiebreak, captures, captured, accumul
         elif captures is None and node._tensor_pre_hooks is None and node._pre_hooks is None \
                 and node._post_hooks is None and node._retain_grad_hooks is None:
             # fast path: no hooks, nothing to capture
-            if grads.count(None) == len(grads):
+            if _all_none(grads):
                 outs = (None,) * len(node.next_functions)
             else:
                 outs = node._run(grads)
@@ -259,6 +259,14 @@ def _execute(ready, buffers, deps, needed, tiebreak, captures, captured, accumul
                 heappush(ready, (-child._sequence_nr, tiebreak, child))
 
 
+def _all_none(grads):
+    # NB: not grads.count(None): that compares with ==, which is elementwise on tensors
+    for g in grads:
+        if g is not None:
+            return False
+    return True
+
+
 def _evaluate(node, grads, captures, captured, accumulate, keep_graph):
     """Hooks, capture, then the node itself; returns gradients for next_functions."""
     if node._tensor_pre_hooks is not None or node._retain_grad_hooks is not None:
@@ -272,7 +280,7 @@ def _evaluate(node, grads, captures, captured, accumulate, keep_graph):
                 captured[i] = grads[nr]
         if not accumulate and isinstance(node, AccumulateGrad):
             return ()
-    if grads.count(None) == len(grads):
+    if _all_none(grads):
         return (None,) * len(node.next_functions)
     if node._pre_hooks:
         for hook in list(node._pre_hooks.values()):

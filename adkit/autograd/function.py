@@ -123,10 +123,13 @@ class BackwardCFunction(Node, FunctionCtx, _HookMixin):
             self._freed = True
 
     def _run(self, grads):
-        if self.materialize_grads and None in grads:
+        if self.materialize_grads and _any_none(grads):
             grads = [_zeros(meta) if g is None and meta is not None else g
                      for g, meta in zip(grads, self._output_meta)]
-        result = self.apply(*grads)
+        user_fn = self._user_backward  # what self.apply runs, minus one call frame
+        if user_fn is None:
+            user_fn = type(self)._resolve_backward()
+        result = user_fn(self, *grads)
         metas = self._input_meta
         if type(result) is not tuple:
             result = (result,)
@@ -144,6 +147,14 @@ class BackwardCFunction(Node, FunctionCtx, _HookMixin):
             else:
                 return checked
         return _check_backward_result(self, result)
+
+
+def _any_none(grads):
+    # NB: not `None in grads`: that compares with ==, which is elementwise on tensors
+    for g in grads:
+        if g is None:
+            return True
+    return False
 
 
 def _zeros(meta):
@@ -214,6 +225,7 @@ class FunctionMeta(type):
 
 
 _NO_DEFAULT = inspect.Parameter.empty
+_interpreters = _dispatch._STACK.get
 
 
 def _binding(cls):
@@ -331,7 +343,7 @@ class Function(_SingleLevelFunction):
         binding = cls._binding
         if kwargs or binding is None or binding[0] != len(args):
             args = _bind_args(cls, args, kwargs)
-        stack = _dispatch._STACK.get()
+        stack = _interpreters()
         if stack:
             return stack[-1].process(cls, args)
         return eager_apply(cls, args)

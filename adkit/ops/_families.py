@@ -47,8 +47,9 @@ class UnaryElementwise(ArrayFunction):
     @staticmethod
     def setup_context(ctx, inputs, output):
         saves = ctx._forward_cls.saves
-        ctx.save_for_backward(inputs[0] if "x" in saves else None,
-                              output if "out" in saves else None)
+        if saves:  # NB: to_save set directly: known to be tensors
+            ctx.to_save = (inputs[0] if "x" in saves else None,
+                           output if "out" in saves else None)
 
     @staticmethod
     def derivative(x, out):
@@ -56,13 +57,13 @@ class UnaryElementwise(ArrayFunction):
 
     @staticmethod
     def backward(ctx, grad_out):
-        x, out = ctx.saved_tensors
+        x, out = ctx.saved_tensors or (None, None)
         d = ctx._forward_cls.derivative(x, out)
         return None if d is None else grad_out * d
 
     @staticmethod
     def jvp(ctx, x_t):
-        x, out = ctx.saved_tensors
+        x, out = ctx.saved_tensors or (None, None)
         d = ctx._forward_cls.derivative(x, out)
         return x_t * 0 if d is None else x_t * d
 
@@ -83,9 +84,10 @@ class BinaryElementwise(ArrayFunction):
         saves = ctx._forward_cls.saves
         x, y = inputs
         x_is_tensor, y_is_tensor = type(x) is Tensor, type(y) is Tensor
-        ctx.save_for_backward(x if x_is_tensor and "x" in saves else None,
-                              y if y_is_tensor and "y" in saves else None,
-                              output if "out" in saves else None)
+        if saves:  # NB: to_save is set directly: these are known to be tensors or None
+            ctx.to_save = (x if x_is_tensor and "x" in saves else None,
+                           y if y_is_tensor and "y" in saves else None,
+                           output if "out" in saves else None)
         ctx.constants = (None if x_is_tensor else x, None if y_is_tensor else y)
         ctx.shapes = (x._data.shape if x_is_tensor else (),
                       y._data.shape if y_is_tensor else (), output._data.shape)
@@ -96,19 +98,21 @@ class BinaryElementwise(ArrayFunction):
 
     @staticmethod
     def _saved_operands(ctx):
-        saved_x, saved_y, out = ctx.saved_tensors
+        saved_x, saved_y, out = ctx.saved_tensors or (None, None, None)
         const_x, const_y = ctx.constants
         return (const_x if saved_x is None else saved_x,
                 const_y if saved_y is None else saved_y, out)
 
     @staticmethod
     def backward(ctx, grad_out):
-        cls = ctx._forward_cls
-        need_x, need_y = ctx.needs_input_grad[:2]
-        dx, dy = cls.partials(*BinaryElementwise._saved_operands(ctx))
-        shape_x, shape_y, _ = ctx.shapes
-        grad_x = _unbroadcast(_scale(grad_out, dx), shape_x) if need_x else None
-        grad_y = _unbroadcast(_scale(grad_out, dy), shape_y) if need_y else None
+        needs = ctx.needs_input_grad
+        saved_x, saved_y, out = ctx.saved_tensors or (None, None, None)
+        const_x, const_y = ctx.constants
+        dx, dy = ctx._forward_cls.partials(const_x if saved_x is None else saved_x,
+                                           const_y if saved_y is None else saved_y, out)
+        shapes = ctx.shapes
+        grad_x = _unbroadcast(_scale(grad_out, dx), shapes[0]) if needs[0] else None
+        grad_y = _unbroadcast(_scale(grad_out, dy), shapes[1]) if needs[1] else None
         return grad_x, grad_y
 
     @staticmethod

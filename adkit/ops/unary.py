@@ -22,6 +22,14 @@ def _float_op(ufunc, x):
         return ufunc(as_float_array(x))
 
 
+def _total_op(ufunc, x):
+    """ufunc defined on all reals, promoted to a float dtype. NB: no np.errstate (it
+    costs twice the ufunc on small tensors); only inf/nan input or overflow can warn."""
+    if x.dtype.kind != "f":
+        x = x.astype(dtypes.get_default_dtype().np)
+    return ufunc(x)
+
+
 class Log(UnaryElementwise):
     """y = log(x);  dy/dx = 1/x."""
     public_name = "log"
@@ -57,7 +65,7 @@ class Expm1(UnaryElementwise):
 
     @staticmethod
     def forward(x):
-        return _float_op(np.expm1, x)
+        return _total_op(np.expm1, x)
 
     @staticmethod
     def derivative(x, out):
@@ -148,7 +156,7 @@ class Sin(UnaryElementwise):
 
     @staticmethod
     def forward(x):
-        return _float_op(np.sin, x)
+        return _total_op(np.sin, x)
 
     @staticmethod
     def derivative(x, out):
@@ -162,7 +170,7 @@ class Cos(UnaryElementwise):
 
     @staticmethod
     def forward(x):
-        return _float_op(np.cos, x)
+        return _total_op(np.cos, x)
 
     @staticmethod
     def derivative(x, out):
@@ -190,7 +198,7 @@ class Tanh(UnaryElementwise):
 
     @staticmethod
     def forward(x):
-        return _float_op(np.tanh, x)
+        return _total_op(np.tanh, x)
 
     @staticmethod
     def derivative(x, out):
@@ -204,7 +212,7 @@ class Sinh(UnaryElementwise):
 
     @staticmethod
     def forward(x):
-        return _float_op(np.sinh, x)
+        return _total_op(np.sinh, x)
 
     @staticmethod
     def derivative(x, out):
@@ -218,7 +226,7 @@ class Cosh(UnaryElementwise):
 
     @staticmethod
     def forward(x):
-        return _float_op(np.cosh, x)
+        return _total_op(np.cosh, x)
 
     @staticmethod
     def derivative(x, out):
@@ -263,7 +271,7 @@ class Atan(UnaryElementwise):
 
     @staticmethod
     def forward(x):
-        return _float_op(np.arctan, x)
+        return _total_op(np.arctan, x)
 
     @staticmethod
     def derivative(x, out):
@@ -515,7 +523,7 @@ class Exp(UnaryElementwise):
 
     @staticmethod
     def forward(x):
-        return _float_op(np.exp, x)
+        return _total_op(np.exp, x)
 
     @staticmethod
     def derivative(x, out):

@@ -320,32 +320,31 @@ def test_random_getitem_keys_against_numpy(shape_key, as_tensors, seed):
 
 # ---------------------------------------------------------------- jvp rules
 def _jvp_cases():
-    from adkit.ops import indexing as ix
-    from adkit.ops import shape as sh
+    from adkit.ops import indexing, join, scatter, shape, sorting
     r = np.random.default_rng(0)
 
     def a(*shape):
         return ak.tensor(r.standard_normal(shape))
     idx = ak.tensor(np.array([2, 0, 2]))
-    basic, adv = ix.parse_key((1, slice(None), [0, 0, 2]), (2, 3, 4))
+    basic, adv = indexing.parse_key((1, slice(None), [0, 0, 2]), (2, 3, 4))
     return {
-        "reshape": (sh.Reshape, a(2, 3, 4), (6, -1)), "view": (sh.View, a(2, 6), (3, 4)),
-        "squeeze": (sh.Squeeze, a(1, 3, 1), None), "unsqueeze": (sh.Unsqueeze, a(3, 2), 1),
-        "expand": (sh.Expand, a(3, 1), (2, 3, 4)), "transpose": (sh.Transpose, a(2, 3), 0, 1),
-        "permute": (sh.Permute, a(2, 3, 4), (2, 0, 1)), "contiguous": (sh.Contiguous, a(3, 2)),
-        "cat": (sh.Cat, 1, a(2, 3), a(2, 1)), "stack": (sh.Stack, -1, a(2, 3), a(2, 3)),
-        "split": (sh.Split, a(5, 2), 2, 0), "flip": (sh.Flip, a(3, 4), (0, 1)),
-        "repeat": (sh.Repeat, a(2, 3), (2, 1, 2)),
-        "basic_index": (ix.BasicIndex, a(2, 3, 4), basic),
-        "advanced_index": (ix.AdvancedIndex, a(3, 4), adv),
-        "index_scatter": (ix.IndexScatter, a(3, 3), (3, 4), adv, False),
-        "index_put": (ix.IndexPut, a(2, 3, 4), a(3), basic, adv),
-        "index_select": (ix.IndexSelect, a(3, 4), 0, idx),
-        "gather": (ix.Gather, a(3, 4), 1, ak.tensor(r.integers(0, 4, (3, 5)))),
-        "scatter_add": (ix.ScatterAdd, a(3, 4), 1, ak.tensor(r.integers(0, 4, (3, 5))),
+        "reshape": (shape.Reshape, a(2, 3, 4), (6, -1)), "view": (shape.View, a(2, 6), (3, 4)),
+        "squeeze": (shape.Squeeze, a(1, 3, 1), None), "unsqueeze": (shape.Unsqueeze, a(3, 2), 1),
+        "expand": (shape.Expand, a(3, 1), (2, 3, 4)), "transpose": (shape.Transpose, a(2, 3), 0, 1),
+        "permute": (shape.Permute, a(2, 3, 4), (2, 0, 1)), "contiguous": (shape.Contiguous, a(3, 2)),
+        "cat": (join.Cat, 1, a(2, 3), a(2, 1)), "stack": (join.Stack, -1, a(2, 3), a(2, 3)),
+        "split": (join.Split, a(5, 2), 2, 0), "flip": (shape.Flip, a(3, 4), (0, 1)),
+        "repeat": (shape.Repeat, a(2, 3), (2, 1, 2)),
+        "basic_index": (indexing.BasicIndex, a(2, 3, 4), basic),
+        "advanced_index": (indexing.AdvancedIndex, a(3, 4), adv),
+        "index_scatter": (indexing.IndexScatter, a(3, 3), (3, 4), adv, False),
+        "index_put": (indexing.IndexPut, a(2, 3, 4), a(3), basic, adv),
+        "index_select": (scatter.IndexSelect, a(3, 4), 0, idx),
+        "gather": (scatter.Gather, a(3, 4), 1, ak.tensor(r.integers(0, 4, (3, 5)))),
+        "scatter_add": (scatter.ScatterAdd, a(3, 4), 1, ak.tensor(r.integers(0, 4, (3, 5))),
                         a(3, 6)),
-        "index_add": (ix.IndexAdd, a(3, 4), 0, idx, a(3, 4), 2.0),
-        "sort": (ix.Sort, a(3, 4), 1, True, False), "topk": (ix.Topk, a(3, 4), 2, 0, True, True),
+        "index_add": (scatter.IndexAdd, a(3, 4), 0, idx, a(3, 4), 2.0),
+        "sort": (sorting.Sort, a(3, 4), 1, True, False), "topk": (sorting.Topk, a(3, 4), 2, 0, True, True),
     }
 
 

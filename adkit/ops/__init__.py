@@ -10,11 +10,12 @@ import inspect
 import numpy as np
 
 from ..tensor import Tensor, _make
-from . import (binary, comparison, indexing, inplace, linalg, nn, reduction, shape,
-               unary)
+from . import (binary, comparison, indexing, inplace, join, linalg, nn, reduction,
+               scatter, shape, sorting, unary)
 from ._families import ArrayFunction
 
-MODULES = (unary, binary, comparison, reduction, linalg, shape, indexing, inplace, nn)
+MODULES = (unary, binary, comparison, reduction, linalg, shape, join, indexing, scatter,
+           sorting, inplace, nn)
 
 FUNCTIONS = {}  # public name -> callable (ak.NAME)
 METHODS = {}  # public name -> callable taking the tensor first (Tensor.NAME)

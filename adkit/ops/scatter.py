@@ -1,0 +1,251 @@
+"""Indexing along one dim: index_select, gather, scatter_add, index_add, index_add_.
+
+Owns: each op's forward (numpy) and rules (gather and scatter_add are each other's
+backward).
+"""
+import numpy as np
+
+from ..tensor import zeros
+from ._families import ArrayFunction
+from ._helpers import wrap_dim
+from .indexing import IndexScatter
+from .shape import torch_type_name
+
+
+def _index_vector(index, op, more=""):
+    index = np.asarray(index)
+    if index.dtype.kind not in "iu":
+        raise RuntimeError(f"{op}(): Expected dtype int32 or int64 for index")
+    if index.ndim > 1:
+        raise IndexError(f"{op}(): Index is supposed to be a vector{more}")
+    return index.reshape(-1)
+
+
+def _check_range(index, n, dim, error=IndexError):
+    """PyTorch's range check of an index tensor: IndexError "index out of range in self"
+    (index_select's wording), or `error` naming the bad index, dim and size."""
+    if index.size and (index.min() < 0 or index.max() >= n):
+        if error is IndexError:
+            raise IndexError("index out of range in self")
+        bad = index[(index < 0) | (index >= n)].flat[0]
+        raise error(f"index {bad} is out of bounds for dimension {dim} with size {n}")
+
+
+def _along(dim, item):
+    """A key selecting `item` along dim `dim`."""
+    return (slice(None),) * dim + (item,)
+
+
+class IndexSelect(ArrayFunction):
+    """y = x taken at `index` (a vector) along dim;
+    grad_x = index_add(zeros(x.shape), dim, index, grad_out)."""
+    public_name = "index_select"
+
+    @staticmethod
+    def forward(x, dim, index):
+        d = wrap_dim(dim, x.ndim)
+        idx = _index_vector(index, "index_select")
+        _check_range(idx, x.shape[d] if x.ndim else 1, d)
+        return np.take(x, idx, axis=d) if x.ndim else x.reshape(1)[idx].reshape(())
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.dim = wrap_dim(inputs[1], inputs[0].ndim)
+        ctx.input_meta = (tuple(inputs[0].shape), inputs[0].dtype)
+        ctx.save_for_backward(inputs[2])
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        (index,) = ctx.saved_tensors
+        base = zeros(ctx.input_meta[0], dtype=grad_out.dtype)
+        return IndexAdd.apply(base, ctx.dim, index, grad_out, 1), None, None
+
+    @staticmethod
+    def jvp(ctx, x_t, _dim, _index):
+        (index,) = ctx.saved_tensors
+        return IndexSelect.apply(x_t, ctx.dim, index)
+
+
+def _check_index_tensor(x, d, index, op, src=None):
+    """PyTorch's checks of gather's index (src None) and of scatter_add's index and src."""
+    if index.dtype.kind not in "iu":
+        raise RuntimeError(f"{op}(): Expected dtype int32/int64 for index")
+    if not index.ndim == x.ndim == (x.ndim if src is None else src.ndim):
+        raise RuntimeError("Index tensor must have the same number of dimensions as "
+                           f"{'input' if src is None else 'self'} tensor")
+    for k in range(x.ndim):
+        too_big = k != d and index.shape[k] > x.shape[k]
+        if src is None and too_big:
+            raise RuntimeError(f"Size does not match at dimension {k} expected index "
+                               f"{list(index.shape)} to be no larger than self "
+                               f"{list(x.shape)} apart from dimension {d}")
+        if src is not None and (too_big or index.shape[k] > src.shape[k]):
+            raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than "
+                               f"self {list(x.shape)} apart from dimension {d} and to be no "
+                               f"larger size than src {list(src.shape)}")
+    _check_range(index, x.shape[d], d, RuntimeError)
+
+
+def _scatter_key(index, d):
+    """The advanced key addressing out[i_0, ..., index[i], ..., i_n] for each i."""
+    key = list(np.ogrid[tuple(slice(s) for s in index.shape)])
+    key[d] = index
+    return tuple(key)
+
+
+class Gather(ArrayFunction):
+    """y[i] = x[i with i[dim] replaced by index[i]];
+    grad_x = scatter_add(zeros(x.shape), dim, index, grad_out)."""
+    public_name = "gather"
+
+    @staticmethod
+    def forward(x, dim, index):
+        index = np.asarray(index)
+        d = wrap_dim(dim, x.ndim)
+        if x.ndim == 0:  # as a 1-element vector
+            return Gather.forward(x.reshape(1), 0, index.reshape(-1)).reshape(index.shape)
+        _check_index_tensor(x, d, index, "gather")
+        return x[_scatter_key(index, d)]
+
+    setup_context = IndexSelect.setup_context
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        (index,) = ctx.saved_tensors
+        base = zeros(ctx.input_meta[0], dtype=grad_out.dtype)
+        return ScatterAdd.apply(base, ctx.dim, index, grad_out), None, None
+
+    @staticmethod
+    def jvp(ctx, x_t, _dim, _index):
+        (index,) = ctx.saved_tensors
+        return Gather.apply(x_t, ctx.dim, index)
+
+
+class ScatterAdd(ArrayFunction):
+    """y = copy of x with y[i with i[dim] = index[i]] += src[i] for each i in index;
+    grad_x = grad_out,  grad_src = gather(grad_out, dim, index) (zero past index)."""
+    public_name = "scatter_add"
+
+    @staticmethod
+    def forward(x, dim, index, src):
+        index = np.asarray(index)
+        d = wrap_dim(dim, x.ndim)
+        if src.dtype != x.dtype:
+            raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+        if x.ndim == 0:  # as a 1-element vector
+            return ScatterAdd.forward(x.reshape(1), 0, index.reshape(-1),
+                                      src.reshape(-1)).reshape(())
+        _check_index_tensor(x, d, index, "scatter", src)
+        out = x.copy()
+        np.add.at(out, _scatter_key(index, d), src[tuple(slice(s) for s in index.shape)])
+        return out
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        IndexSelect.setup_context(ctx, inputs, output)
+        ctx.src_shape = tuple(inputs[3].shape)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        (index,) = ctx.saved_tensors
+        grad_src = None
+        if ctx.needs_input_grad[3]:
+            grad_src = Gather.apply(grad_out, ctx.dim, index)
+            if tuple(grad_src.shape) != ctx.src_shape:  # src larger than index: zero-pad
+                key = tuple(slice(s) for s in index.shape)
+                grad_src = IndexScatter.apply(grad_src, ctx.src_shape, key, True)
+        return grad_out, None, None, grad_src
+
+    @staticmethod
+    def jvp(ctx, x_t, _dim, _index, src_t):
+        (index,) = ctx.saved_tensors
+        if src_t is None:
+            return x_t
+        if x_t is None:
+            x_t = zeros(ctx.input_meta[0], dtype=src_t.dtype)
+        return ScatterAdd.apply(x_t, ctx.dim, index, src_t)
+
+
+# ---------------------------------------------------------------- index_add
+def _index_add_into(out, dim, index, source, alpha):
+    """out[..., index[i], ...] += alpha * source[..., i, ...] along dim, in place."""
+    d = wrap_dim(dim, out.ndim)
+    index = np.asarray(index)
+    if index.dtype.kind not in "iu":
+        raise RuntimeError("index_add_(): Expected dtype int32/int64 for index but got: "
+                           f"{torch_type_name(index.dtype)}")
+    idx = _index_vector(index, "index_add_", f", but got dim: {index.ndim} with type: "
+                        f"{torch_type_name(index.dtype)} "
+                        f"and size: {list(index.shape)}")
+    if source.dtype != out.dtype:
+        names = [torch_type_name(a.dtype) for a in (out, source)]
+        raise RuntimeError(f"index_add_(): self ({names[0]}) and source ({names[1]}) must "
+                           "have the same scalar type")
+    x1, s1 = (out, source) if out.ndim else (out.reshape(1), source.reshape(-1))
+    if s1.ndim != x1.ndim or any(a != b for k, (a, b) in enumerate(zip(x1.shape, s1.shape))
+                                 if k != d):
+        raise RuntimeError("source tensor shape must match self tensor shape, excluding the "
+                           f"specified dimension. Got self.shape = {list(out.shape)} "
+                           f"source.shape = {list(source.shape)}")
+    if idx.size != s1.shape[d]:
+        raise RuntimeError(f"index_add_(): Number of indices ({idx.size}) should be equal to "
+                           f"source.size(dim): ({s1.shape[d]}), for dim: {d}")
+    # PyTorch's 1-D kernel words it as index_select does
+    _check_range(idx, x1.shape[d], d, IndexError if x1.ndim == 1 else RuntimeError)
+    if alpha != 1:
+        s1 = (s1 * alpha).astype(out.dtype, copy=False)
+    np.add.at(x1, _along(d, idx), s1)
+    return out
+
+
+class IndexAdd(ArrayFunction):
+    """y = copy of x with y[..., index[i], ...] += alpha * source[..., i, ...] along dim;
+    grad_x = grad_out,  grad_source = alpha * index_select(grad_out, dim, index)."""
+    public_name = "index_add"
+
+    @staticmethod
+    def forward(x, dim, index, source, alpha=1):
+        return _index_add_into(x.copy(), dim, index, source, alpha)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        IndexSelect.setup_context(ctx, inputs, output)
+        ctx.alpha = inputs[4]
+        ctx.source_shape = tuple(inputs[3].shape)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        (index,) = ctx.saved_tensors
+        grad_source = None
+        if ctx.needs_input_grad[3]:
+            grad_source = IndexSelect.apply(grad_out, ctx.dim, index).reshape(ctx.source_shape)
+            if ctx.alpha != 1:
+                grad_source = grad_source * ctx.alpha
+        return grad_out, None, None, grad_source, None
+
+    @staticmethod
+    def jvp(ctx, x_t, _dim, _index, source_t, _alpha):
+        (index,) = ctx.saved_tensors
+        if source_t is None:
+            return x_t
+        if x_t is None:
+            x_t = zeros(ctx.input_meta[0], dtype=source_t.dtype)
+        return IndexAdd.apply(x_t, ctx.dim, index, source_t, ctx.alpha)
+
+
+class IndexAdd_(IndexAdd):  # noqa: N801  (PyTorch's name)
+    """index_add in place on x; rules as IndexAdd's."""
+    public_name = "index_add_"
+    variants = ("method",)
+
+    @staticmethod
+    def forward(x, dim, index, source, alpha=1):
+        return _index_add_into(x, dim, index, source, alpha)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        IndexAdd.setup_context(ctx, inputs, output)
+        ctx.mark_dirty(inputs[0])
+
+
+# ---------------------------------------------------------------- sort, topk

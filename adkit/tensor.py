@@ -36,6 +36,8 @@ class Tensor:
                  "__dict__", "__weakref__")
     # numpy's binary operators defer to ours (ndarray + Tensor -> Tensor.__radd__).
     __array_priority__ = 1000
+    # Forward-AD tangents by level (autograd/forward_ad.py); set per instance when needed.
+    _fw = None
 
     def __init__(self, data, dtype=None, requires_grad=False):
         arr = _to_array(data, dtype)

@@ -1,6 +1,6 @@
 """adkit.autograd mirrors torch.autograd: Function, backward, grad, grad modes, gradcheck,
 anomaly detection, saved-tensor hooks, the functional API. Re-exports only."""
-from . import functional, graph
+from . import forward_ad, functional, graph
 from .anomaly_mode import detect_anomaly, set_detect_anomaly
 from .engine import _is_checkpoint_valid, backward, grad
 from .function import (BackwardCFunction, Function, FunctionCtx, FunctionMeta,

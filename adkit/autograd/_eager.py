@@ -11,12 +11,17 @@ import numpy as np
 
 from ..tensor import Tensor, _make
 from .anomaly_mode import STATE as ANOMALY, record_forward_trace
+from .forward_ad import STATE as FORWARD_AD, apply_with_tangents, tangent_level
 from .grad_mode import STATE
 from .node import SEQUENCE, grad_accumulator, pack_saved
 
 
 def eager_apply(cls, args):
     """The eager path: forward on concrete data, then the tape entry if grad is needed."""
+    if FORWARD_AD.levels:
+        level = tangent_level(args)
+        if level is not None:
+            return apply_with_tangents(cls, args, level)
     requires = False
     if STATE.enabled:
         for a in args:
@@ -83,6 +88,8 @@ def eager_apply(cls, args):
         STATE.enabled = prev
     if cls._uses_setup_context():
         cls.setup_context(ctx, args, outputs)
+    elif FORWARD_AD.levels:
+        FORWARD_AD.last_ctx = ctx  # forward(ctx, ...) filled it: the jvp needs this one
     return _finish(cls, ctx, args, outputs, requires)
 
 

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 
 from ..tensor import Tensor, _make
-from . import engine
+from . import engine, forward_ad
 from .grad_mode import enable_grad
 
 
@@ -69,6 +69,25 @@ def _analytical_jacobian(inputs, input_idx, outputs):
     return jac
 
 
+def _forward_jacobian(func, inputs, input_idx, outputs):
+    """J[j][:, i] from forward mode: the tangents of the outputs for a one-hot tangent on
+    input element i."""
+    x = inputs[input_idx]
+    jac = [np.zeros((o.numel(), x.numel())) for o in outputs]
+    for i in range(x.numel()):
+        seed = np.zeros(x.numel(), dtype=x._data.dtype)
+        seed[i] = 1
+        with forward_ad.dual_level():
+            dual = forward_ad.make_dual(x, _make(seed.reshape(x._data.shape)))
+            args = inputs[:input_idx] + (dual,) + inputs[input_idx + 1:]
+            outs = _float_outs(func, args)
+            for j, out in enumerate(outs):
+                tangent = forward_ad.unpack_dual(out).tangent
+                if tangent is not None:
+                    jac[j][:, i] = tangent._data.reshape(-1)
+    return jac
+
+
 def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
               check_forward_ad=False, check_backward_ad=True, nondet_tol=0.0,
               check_undefined_grad=True, fast_mode=False, masked=None):
@@ -77,9 +96,6 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     Inputs that require grad should be float64. Returns True, or raises GradcheckError
     naming the output, the input and the Jacobian entry that disagree (or returns False
     with raise_exception=False)."""
-    if check_forward_ad:
-        raise GradcheckError("check_forward_ad needs forward-mode AD, which adkit does "
-                             "not provide yet")
     inputs = _as_tuple(inputs)
     diff_idx = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     if not diff_idx:
@@ -92,12 +108,16 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
                           "are not of double precision floating point. ", stacklevel=2)
     try:
         outputs, _ = _differentiable_outputs(func, inputs)
-        if check_backward_ad:
-            for i in diff_idx:
-                numerical = _numerical_jacobian(func, inputs, i, outputs, eps)
+        for i in diff_idx:
+            numerical = _numerical_jacobian(func, inputs, i, outputs, eps)
+            if check_backward_ad:
                 analytical = _analytical_jacobian(inputs, i, outputs)
                 for j, (a, n) in enumerate(zip(analytical, numerical)):
                     _compare(a, n, j, i, atol, rtol)
+            if check_forward_ad:
+                forward = _forward_jacobian(func, inputs, i, outputs)
+                for j, (a, n) in enumerate(zip(forward, numerical)):
+                    _compare(a, n, j, i, atol, rtol, mode="forward-mode")
     except GradcheckError:
         if raise_exception:
             raise
@@ -105,12 +125,13 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     return True
 
 
-def _compare(analytical, numerical, out_idx, in_idx, atol, rtol):
+def _compare(analytical, numerical, out_idx, in_idx, atol, rtol, mode="backward-mode"):
     bad = ~np.isclose(analytical, numerical, rtol=rtol, atol=atol, equal_nan=True)
     if bad.any():
         k, i = (int(v) for v in np.argwhere(bad)[0])
         raise GradcheckError(
-            f"Jacobian mismatch for output {out_idx} with respect to input {in_idx}, "
+            f"Jacobian mismatch ({mode}) for output {out_idx} with respect to input "
+            f"{in_idx}, "
             f"first at entry [{k}, {i}] (output element {k}, input element {i}): "
             f"analytical {analytical[k, i]!r} vs numerical {numerical[k, i]!r}.\n"
             f"numerical:{numerical}\nanalytical:{analytical}\n")

@@ -72,6 +72,8 @@ def _grad_possible(*operands):
     """Whether a rule may later run on these operands (grad, or any transform level)."""
     if _dispatch._STACK.get():
         return True
+    if any(isinstance(t, Tensor) and t._fw for t in operands):
+        return True  # forward-AD tangents: the jvp needs the same values
     return STATE.enabled and any(isinstance(t, Tensor) and t.requires_grad for t in operands)
 
 

@@ -2,7 +2,7 @@
 
 Re-exports only; no logic here.
 """
-from . import autograd, dtypes, ops
+from . import autograd, dtypes, ir, nn, ops
 from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                  is_inference_mode_enabled, no_grad, set_grad_enabled)
 from .dtypes import (bool_ as bool, float16, float32, float64, get_default_dtype, int32,
@@ -18,5 +18,7 @@ float = float32  # noqa: A001  (PyTorch's name)
 int = int32  # noqa: A001
 
 globals().update(ops.FUNCTIONS)
+
+from .ir import trace  # noqa: E402  (after the ops: ak.trace is not an op)
 
 __version__ = "0.1.0"

@@ -47,3 +47,14 @@ def outside(interpreter):
         yield
     finally:
         _STACK.reset(token)
+
+
+@contextlib.contextmanager
+def no_interpreters():
+    """Run the block eagerly, with every interpreter set aside (shape inference runs ops
+    on stand-in zeros this way)."""
+    token = _STACK.set(())
+    try:
+        yield
+    finally:
+        _STACK.reset(token)

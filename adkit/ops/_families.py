@@ -5,6 +5,8 @@ Owns: `ArrayFunction` (forward on ndarrays), `UnaryElementwise`, `BinaryElementw
 op's math. A built-in op declares `public_name` (ak.NAME) and `variants` ("function",
 "method"); `ops/__init__.py` binds them. Zero gradients are explicit `None` returns.
 """
+import numpy as np
+
 from ..autograd.function import Function
 from ..tensor import Tensor
 from ._helpers import normalize_dims
@@ -44,6 +46,11 @@ class UnaryElementwise(ArrayFunction):
 
     saves = ("x", "out")
 
+    @classmethod
+    def infer(cls, x):
+        """Shape/dtype rule for tracing: x's shape; the dtype forward gives on one element."""
+        return _spec_array(cls.forward(_tiny(x)), x.shape)
+
     @staticmethod
     def setup_context(ctx, inputs, output):
         saves = ctx._forward_cls.saves
@@ -78,6 +85,18 @@ class BinaryElementwise(ArrayFunction):
     (a Python-number operand always arrives as itself)."""
 
     saves = ("x", "y", "out")
+
+    @classmethod
+    def infer(cls, x, y):
+        """Shape/dtype rule for tracing: the broadcast shape; the dtype forward gives on
+        one element of each (0-d stays 0-d: PyTorch's promotion treats it differently)."""
+        x_shape, y_shape = np.shape(x), np.shape(y)
+        try:
+            shape = np.broadcast_shapes(x_shape, y_shape)
+        except ValueError:
+            raise ValueError(f"operands could not be broadcast together with shapes "
+                             f"{x_shape} {y_shape}") from None
+        return _spec_array(cls.forward(_tiny(x), _tiny(y)), shape)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -125,6 +144,18 @@ class BinaryElementwise(ArrayFunction):
             return None
         total = terms[0] if len(terms) == 1 else terms[0] + terms[1]
         return total.expand(out_shape) if total._data.shape != out_shape else total
+
+
+def _tiny(x):
+    """A one-element stand-in for an array argument (numbers pass through)."""
+    if isinstance(x, np.ndarray):
+        return np.zeros((1,) * min(x.ndim, 1), x.dtype)
+    return x
+
+
+def _spec_array(result, shape):
+    """A zero-cost array with `shape` and the dtype of `result`."""
+    return np.broadcast_to(np.zeros((), np.asarray(result).dtype), shape)
 
 
 def _unbroadcast(grad, shape):

@@ -1,0 +1,104 @@
+"""Evaluating a Graph: `graph(*args)`.
+
+Owns: calling a graph with tensors or arrays (checked against the traced signature) and
+the node-by-node interpreter. Every op node runs through `op.apply`, so evaluating under
+autograd records a differentiable tape, and under another interpreter (tracing, a
+transform) it is that interpreter's business: one loop for all uses (Autodidax's point).
+Errors name the node: its printed line and the user source line that made it.
+"""
+import numpy as np
+
+from .._pytree import tree_flatten, tree_unflatten
+from ..tensor import Tensor, _make
+from . import printing, rules
+
+
+def _is_tensor_leaf(x):
+    return isinstance(x, (Tensor, np.ndarray))
+
+
+def call_graph(graph, args):
+    """graph(*args): inputs as the traced function took them, results in its structure."""
+    flat = _flat_inputs(graph, args)
+    outputs = run(graph, flat)
+    if graph.out_tree is None:
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+    leaves, it = [], iter(outputs)
+    n_leaves = len(graph.static_outputs) + len(outputs)
+    for i in range(n_leaves):
+        leaves.append(graph.static_outputs[i] if i in graph.static_outputs else next(it))
+    return tree_unflatten(graph.out_tree, leaves)
+
+
+def _flat_inputs(graph, args):
+    if graph.in_tree is not None:
+        leaves, tree = tree_flatten(args, is_leaf=_is_tensor_leaf)
+        if tree != graph.in_tree:
+            raise TypeError("the graph was traced with arguments structured as "
+                            f"{_describe(graph.in_tree)}, but got {_describe(tree)}")
+        flat = []
+        for i, leaf in enumerate(leaves):
+            if i in graph.static_args:
+                if not _same(leaf, graph.static_args[i]):
+                    raise ValueError(f"static argument {i} was {graph.static_args[i]!r} when "
+                                     f"the graph was traced, but got {leaf!r}: trace again")
+            else:
+                flat.append(leaf)
+    else:
+        flat = list(args)
+    inputs = graph.inputs
+    if len(flat) != len(inputs):
+        raise TypeError(f"the graph takes {len(inputs)} tensor inputs, got {len(flat)}")
+    result = []
+    for i, (value, node) in enumerate(zip(flat, inputs)):
+        t = value if isinstance(value, Tensor) else _make(np.asarray(value))
+        want = graph.specs_of(node)[0]
+        got = rules.spec_of(t)
+        if got != want:
+            raise TypeError(f"input {i} of the graph is {printing.format_spec(want)}, got "
+                            f"{printing.format_spec(got)} (graphs are specialized to the "
+                            "shapes and dtypes they were traced with)")
+        result.append(t)
+    return result
+
+
+def _same(a, b):
+    try:
+        return bool(a == b)
+    except Exception:
+        return a is b
+
+
+def _describe(tree):
+    return repr(tree) if tree.kind != "leaf" else "a single leaf"
+
+
+def run(graph, inputs):
+    """Evaluate node by node; returns the list of outputs in index order."""
+    env, outputs = {}, {}
+    for n in graph.topo_order():
+        data = graph.nx.nodes[n]
+        kind = data["kind"]
+        if kind == "input":
+            env[n] = (inputs[data["index"]],)
+        elif kind == "const":
+            env[n] = (_make(data["value"]),)
+        elif kind == "op":
+            env[n] = run_node(graph, n, data, env)
+        else:
+            (_, u, out), = graph.args_of(n)
+            outputs[data["index"]] = env[u][out]
+    return [outputs[i] for i in range(len(outputs))]
+
+
+def run_node(graph, n, data, env):
+    """Apply one op node to the values of its arguments; errors say which node failed."""
+    tensors = {pos: env[u][out] for pos, u, out in graph.args_of(n)}
+    try:
+        args = rules.join_args(data["op"], tensors, data["params"])
+        result = data["op"].apply(*args)
+    except Exception as e:
+        where = f" (traced at {data['source']})" if data.get("source") else ""
+        e.add_note(f"While executing node {n}: {printing.node_line(graph, n)}{where}")
+        raise
+    return result if isinstance(result, tuple) else (result,)

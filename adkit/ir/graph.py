@@ -1,0 +1,208 @@
+"""The IR: a `Graph` over a `networkx.MultiDiGraph`.
+
+Owns: the node and edge schema, builders, a stable topological order, `validate()`.
+Does not: trace (trace.py), evaluate (evaluate.py) or print (printing.py).
+
+| element | attributes |
+|---|---|
+| `input` node  | `kind="input"`, `index`, `shape`, `dtype` |
+| `const` node  | `kind="const"`, `value` (ndarray), `shape`, `dtype` |
+| `op` node     | `kind="op"`, `op` (Function class), `params` (dict by parameter name), `specs` (one `TensorSpec` per output), `shape`/`dtype` (of output 0), `source` ("file:line" of the call) |
+| `output` node | `kind="output"`, `index` |
+| edge u -> v   | key = `pos` = argument position at v; `out` = which output of u |
+
+Node ids are increasing ints; every walk is in `topo_order()` (lexicographic topological
+order by id), so printing, passes and codegen are reproducible. `x * x` is two parallel
+edges that differ only by key/`pos`. A multi-output op's `shape`/`dtype` are those of
+output 0; `specs` has them all.
+"""
+import networkx as nx
+import numpy as np
+
+from . import evaluate, printing, rules
+from .rules import TensorSpec, spec_of
+
+
+class GraphError(ValueError):
+    """A graph that breaks the schema (cycles, dangling edges, missing arguments...)."""
+
+
+class Graph:
+    """A computation as a networkx MultiDiGraph (see the module docstring for the schema).
+
+    `in_tree`/`out_tree` (set by `ak.trace`) give the pytree structures of the traced
+    function's arguments and results; `static_args` holds the non-tensor leaves of the
+    arguments and `static_outputs` the non-tensor leaves of the results."""
+
+    def __init__(self):
+        self.nx = nx.MultiDiGraph()
+        self.in_tree = None
+        self.out_tree = None
+        self.static_args = {}
+        self.static_outputs = {}
+
+    # ------------------------------------------------------------ building
+    def _new_id(self):
+        return max(self.nx.nodes, default=-1) + 1
+
+    def add_input(self, spec, index=None):
+        n = self._new_id()
+        index = len(self.inputs) if index is None else index
+        self.nx.add_node(n, kind="input", index=index, shape=tuple(spec.shape),
+                         dtype=spec.dtype)
+        return n
+
+    def add_const(self, value):
+        value = np.asarray(value)
+        n = self._new_id()
+        spec = spec_of(value)
+        self.nx.add_node(n, kind="const", value=value, shape=spec.shape, dtype=spec.dtype)
+        return n
+
+    def add_op(self, op, args, params, specs, source=None):
+        """`args`: {position: (node, out)} for the tensor arguments."""
+        n = self._new_id()
+        specs = tuple(specs)
+        self.nx.add_node(n, kind="op", op=op, params=dict(params), specs=specs,
+                         shape=specs[0].shape if specs else (),
+                         dtype=specs[0].dtype if specs else None, source=source)
+        for pos, (u, out) in sorted(args.items()):
+            self.nx.add_edge(u, n, key=pos, pos=pos, out=out)
+        return n
+
+    def add_output(self, src, index=None):
+        """`src`: (node, out) whose value is output number `index`."""
+        n = self._new_id()
+        index = len(self.outputs) if index is None else index
+        self.nx.add_node(n, kind="output", index=index)
+        self.nx.add_edge(src[0], n, key=0, pos=0, out=src[1])
+        return n
+
+    # ------------------------------------------------------------ reading
+    def nodes_of(self, kind):
+        nodes = [n for n, k in self.nx.nodes(data="kind") if k == kind]
+        if kind in ("input", "output"):
+            nodes.sort(key=lambda n: self.nx.nodes[n]["index"])
+        return nodes
+
+    @property
+    def inputs(self):
+        return self.nodes_of("input")
+
+    @property
+    def outputs(self):
+        return self.nodes_of("output")
+
+    @property
+    def op_nodes(self):
+        return [n for n in self.topo_order() if self.nx.nodes[n]["kind"] == "op"]
+
+    def topo_order(self):
+        try:
+            return list(nx.lexicographical_topological_sort(self.nx, key=lambda n: n))
+        except nx.NetworkXUnfeasible:
+            raise GraphError("the graph has a cycle: " +
+                             str(nx.find_cycle(self.nx))) from None
+
+    def args_of(self, n):
+        """[(pos, producer, out)] for node n, by position."""
+        return sorted((d["pos"], u, d["out"]) for u, _, d in self.nx.in_edges(n, data=True))
+
+    def specs_of(self, n):
+        """One TensorSpec per output of node n."""
+        data = self.nx.nodes[n]
+        if data["kind"] == "op":
+            return data["specs"]
+        if data["kind"] == "output":
+            (_, u, out), = self.args_of(n)
+            return (self.specs_of(u)[out],)
+        return (TensorSpec(data["shape"], data["dtype"]),)
+
+    def copy(self):
+        """An independent copy (node attribute dicts and params copied, values shared)."""
+        g = Graph()
+        g.nx = self.nx.copy()
+        for n, data in g.nx.nodes(data=True):
+            if "params" in data:
+                data["params"] = dict(data["params"])
+        g.in_tree, g.out_tree = self.in_tree, self.out_tree
+        g.static_args = dict(self.static_args)
+        g.static_outputs = dict(self.static_outputs)
+        return g
+
+    def __len__(self):
+        return self.nx.number_of_nodes()
+
+    # ------------------------------------------------------------ using
+    def __call__(self, *args):
+        """Evaluate with numpy (through each op's Function.apply): tensors or arrays in,
+        tensors out, structured as the traced function returned them."""
+        return evaluate.call_graph(self, args)
+
+    def __str__(self):
+        return printing.to_text(self)
+
+    def __repr__(self):
+        ops = len(self.op_nodes)
+        return (f"<adkit.ir.Graph: {len(self.inputs)} inputs, {ops} ops, "
+                f"{len(self.outputs)} outputs>")
+
+    def to_dot(self):
+        """Graphviz text of the graph."""
+        return printing.to_dot(self)
+
+    def render(self, path):
+        """Write a picture (.svg, .png, .pdf, or .dot text) with Graphviz's `dot`."""
+        return printing.render(self, path)
+
+    def _repr_svg_(self):
+        return printing.to_svg(self)
+
+    # ------------------------------------------------------------ checking
+    def validate(self):
+        """Raise GraphError naming the node for: cycles, edges to missing nodes, unknown
+        kinds, missing or duplicate argument positions, bad output numbers, dense input
+        and output numbering, and specs that the op's rule does not re-derive."""
+        order = self.topo_order()
+        for n in order:
+            data = self.nx.nodes[n]
+            kind = data.get("kind")
+            if kind not in ("input", "const", "op", "output"):
+                raise GraphError(f"node {n} has unknown kind {kind!r}")
+            args = self.args_of(n)
+            positions = [p for p, _, _ in args]
+            if len(set(positions)) != len(positions):
+                raise GraphError(f"node {n}: two arguments at the same position {positions}")
+            for pos, u, out in args:
+                if out >= len(self.specs_of(u)):
+                    raise GraphError(f"node {n}: argument {pos} reads output {out} of node "
+                                     f"{u}, which has {len(self.specs_of(u))}")
+            if kind in ("input", "const") and args:
+                raise GraphError(f"{kind} node {n} has incoming edges")
+            if kind == "output" and positions != [0]:
+                raise GraphError(f"output node {n} needs exactly one producer")
+            if kind == "op":
+                _check_op_node(self, n, data, args)
+        for kind in ("input", "output"):
+            idx = sorted(self.nx.nodes[n]["index"] for n in self.nodes_of(kind))
+            if idx != list(range(len(idx))):
+                raise GraphError(f"{kind} indices must be 0..{len(idx) - 1}, got {idx}")
+        return True
+
+
+def _check_op_node(graph, n, data, args):
+    names, _ = rules.call_positions(data["op"])
+    taken = {p for p, _, _ in args}
+    for i, name in enumerate(names):
+        if i not in taken and name not in data["params"]:
+            raise GraphError(f"node {n} ({data['op'].__name__}): argument {i} ({name}) is "
+                             "missing: no edge at that position and no param")
+    specs_in = {p: graph.specs_of(u)[out] for p, u, out in args}
+    try:
+        derived, _ = rules.infer(data["op"], specs_in, data["params"])
+    except Exception as e:
+        raise GraphError(f"node {n} ({data['op'].__name__}): its inputs do not fit the op: "
+                         f"{e}") from None
+    if tuple(derived) != tuple(data["specs"]):
+        raise GraphError(f"node {n} ({data['op'].__name__}): recorded specs "
+                         f"{list(data['specs'])} but the inputs give {list(derived)}")

@@ -1,0 +1,160 @@
+"""Printing and pictures of a Graph.
+
+Owns: the SSA listing (`str(graph)`, in the spirit of a jaxpr), Graphviz text
+(`to_dot`), rendering with Graphviz's `dot` (`render`, `_repr_svg_`).
+Does not: change graphs. The listing is part of the API (a golden test pins it):
+
+    { lambda ; a:f32[3,4] b:f32[4]. let
+        c:f32[3,4] = mul a b
+        d:f32[] = sum[dim=None keepdim=False] c
+      in (d) }
+"""
+import itertools
+import os
+import shutil
+import string
+import subprocess
+
+_SHORT = {"bool": "bool", "int32": "i32", "int64": "i64", "float16": "f16",
+          "float32": "f32", "float64": "f64"}
+
+
+def format_spec(spec):
+    return f"{_SHORT.get(spec.dtype.name, spec.dtype.name)}[{','.join(map(str, spec.shape))}]"
+
+
+def _var_names():
+    """a, b, ..., z, ba, bb, ... (as jaxprs name variables)."""
+    for size in itertools.count(1):
+        for letters in itertools.product(string.ascii_lowercase, repeat=size):
+            if size > 1 and letters[0] == "a":
+                continue
+            yield "".join(letters)
+
+
+def name_values(graph):
+    """{(node, out): variable name}: inputs first, then constants, then op outputs."""
+    names, gen = {}, _var_names()
+    order = graph.topo_order()
+    for kind in ("input", "const"):
+        for n in graph.nodes_of(kind) if kind == "input" else \
+                [m for m in order if graph.nx.nodes[m]["kind"] == kind]:
+            names[(n, 0)] = next(gen)
+    for n in order:
+        if graph.nx.nodes[n]["kind"] == "op":
+            for i in range(len(graph.nx.nodes[n]["specs"])):
+                names[(n, i)] = next(gen)
+    return names
+
+
+def op_name(op):
+    return getattr(op, "public_name", None) or op.__name__
+
+
+def _format_param(value):
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return f"<array {value.dtype}{list(value.shape)}>"
+    return repr(value)
+
+
+def node_line(graph, n, names=None):
+    """One op node as `c:f32[3,4] = mul[param=...] a b`."""
+    names = names or name_values(graph)
+    data = graph.nx.nodes[n]
+    outs = " ".join(f"{names[(n, i)]}:{format_spec(s)}" for i, s in enumerate(data["specs"]))
+    params = data["params"]
+    bracket = ("[" + " ".join(f"{k}={_format_param(params[k])}" for k in sorted(params)) +
+               "]") if params else ""
+    args = " ".join(names[(u, out)] for _, u, out in graph.args_of(n))
+    return f"{outs} = {op_name(data['op'])}{bracket} {args}".rstrip()
+
+
+def to_text(graph):
+    names = name_values(graph)
+    order = graph.topo_order()
+    consts = [n for n in order if graph.nx.nodes[n]["kind"] == "const"]
+    const_part = " ".join(f"{names[(n, 0)]}:{format_spec(graph.specs_of(n)[0])}"
+                          for n in consts)
+    input_part = " ".join(f"{names[(n, 0)]}:{format_spec(graph.specs_of(n)[0])}"
+                          for n in graph.inputs)
+    lines = ["{ lambda " + (const_part + " " if const_part else "") + "; " + input_part +
+             ". let"]
+    lines += ["    " + node_line(graph, n, names) for n in order
+              if graph.nx.nodes[n]["kind"] == "op"]
+    results = []
+    for n in graph.outputs:
+        (_, u, out), = graph.args_of(n)
+        results.append(names[(u, out)])
+    lines.append("  in (" + ", ".join(results) + ") }")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- Graphviz
+_STYLE = {
+    "input": 'shape=ellipse, style=filled, fillcolor="#d7efd7"',
+    "const": 'shape=note, style=filled, fillcolor="#eeeeee"',
+    "op": 'shape=box, style="rounded,filled", fillcolor="#dde8f8"',
+    "output": 'shape=doubleoctagon, style=filled, fillcolor="#f8e0c8"',
+}
+
+
+def _dot_label(graph, n, names):
+    data = graph.nx.nodes[n]
+    kind = data["kind"]
+    if kind == "output":
+        return f"output {data['index']}"
+    specs = " ".join(format_spec(s) for s in graph.specs_of(n))
+    if kind == "input":
+        return f"input {data['index']}: {names[(n, 0)]}\\n{specs}"
+    if kind == "const":
+        return f"const {names[(n, 0)]}\\n{specs}"
+    return f"{op_name(data['op'])}\\n{specs}"
+
+
+def to_dot(graph, name="adkit"):
+    """Graphviz text: op, shape and dtype on each node; inputs, constants and outputs
+    drawn differently; each edge labelled with its argument position."""
+    names = name_values(graph)
+    lines = [f"digraph {name} {{", '  rankdir=TB;', '  node [fontname="Helvetica"];',
+             '  edge [fontname="Helvetica", fontsize=10];']
+    for n in graph.topo_order():
+        label = _dot_label(graph, n, names).replace('"', '\\"')
+        lines.append(f'  n{n} [label="{label}", {_STYLE[graph.nx.nodes[n]["kind"]]}];')
+    for u, v, data in sorted(graph.nx.edges(data=True), key=lambda e: (e[1], e[2]["pos"])):
+        multi = len(graph.specs_of(u)) > 1
+        label = f"{data['out']}→{data['pos']}" if multi else str(data["pos"])
+        lines.append(f'  n{u} -> n{v} [label="{label}"];')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _dot_program():
+    path = shutil.which("dot")
+    if path is None:
+        raise RuntimeError("rendering needs Graphviz's `dot` program, which is not on PATH: "
+                           "install Graphviz (Debian/Ubuntu: apt-get install graphviz; "
+                           "macOS: brew install graphviz), or use graph.to_dot() for the text")
+    return path
+
+
+def render(graph, path):
+    """Write the picture to `path`; the extension picks the format (.svg, .png, .pdf,
+    or .dot for the Graphviz text itself)."""
+    fmt = os.path.splitext(path)[1].lstrip(".").lower()
+    text = to_dot(graph)
+    if fmt == "dot":
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+    if fmt not in ("svg", "png", "pdf"):
+        raise ValueError(f"render: unknown picture format {fmt!r}; use .svg, .png, .pdf "
+                         "or .dot")
+    subprocess.run([_dot_program(), f"-T{fmt}", "-o", path], input=text.encode(),
+                   check=True, capture_output=True)
+    return path
+
+
+def to_svg(graph):
+    result = subprocess.run([_dot_program(), "-Tsvg"], input=to_dot(graph).encode(),
+                            check=True, capture_output=True)
+    return result.stdout.decode()

@@ -1,0 +1,109 @@
+"""What the IR needs from each op's Function class: how a call's arguments map to edges
+and params, and the shape/dtype rule.
+
+Owns: `call_positions`, `split_args`/`join_args` (bound arguments <-> tensor positions +
+params by name) and `infer` (an op's `infer` hook when it has one, else the op run on
+stand-in zeros). Does not: hold per-op knowledge (the hooks live on the op classes).
+"""
+from collections import namedtuple
+
+import numpy as np
+
+from .. import _dispatch, dtypes
+from ..autograd.function import _binding
+from ..autograd.grad_mode import no_grad
+from ..tensor import Tensor, _make
+
+TensorSpec = namedtuple("TensorSpec", ("shape", "dtype"))
+
+
+def spec_of(value):
+    """TensorSpec of an ndarray or Tensor."""
+    arr = value._data if isinstance(value, Tensor) else value
+    return TensorSpec(tuple(arr.shape), dtypes.from_numpy_dtype(arr.dtype))
+
+
+def call_positions(op):
+    """(names of forward's positional parameters after ctx, name of its *args or None)."""
+    _, _, _, sig = op._binding or _binding(op)
+    names, var = [], None
+    for p in sig.parameters.values():
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            names.append(p.name)
+        elif p.kind == p.VAR_POSITIONAL:
+            var = p.name
+    return names, var
+
+
+def _param_key(names, var, pos):
+    return names[pos] if pos < len(names) else f"{var}[{pos - len(names)}]"
+
+
+def split_args(op, args, is_tensor):
+    """Bound positional args -> ({position: tensor}, {param name: static value})."""
+    names, var = call_positions(op)
+    tensors, params = {}, {}
+    for pos, a in enumerate(args):
+        if is_tensor(a):
+            tensors[pos] = a
+        else:
+            params[_param_key(names, var, pos)] = a
+    return tensors, params
+
+
+def join_args(op, tensors, params):
+    """The inverse of split_args: positional args for `op.apply`."""
+    names, var = call_positions(op)
+    positions = dict(tensors)
+    for key, value in params.items():
+        if key in names:
+            positions[names.index(key)] = value
+        elif var is not None and key.startswith(var + "["):
+            positions[len(names) + int(key[len(var) + 1:-1])] = value
+        else:
+            raise ValueError(f"{op.__name__} has no parameter {key!r}")
+    n = max(positions, default=-1) + 1
+    missing = [i for i in range(n) if i not in positions]
+    if missing:
+        raise ValueError(f"{op.__name__}: no value for argument position(s) {missing}")
+    return [positions[i] for i in range(n)]
+
+
+def stand_in(spec):
+    """A read-only array with the spec's shape and dtype that costs no memory."""
+    return np.broadcast_to(np.zeros((), spec.dtype.np), spec.shape)
+
+
+def infer(op, specs_in, params):
+    """(output specs, aliases): aliases[i] is the input position that output i *is*
+    (modified in place), else None. Uses `op.infer(*args)` when the op has one (args with
+    stand-in arrays for tensors; it returns arrays or specs), else runs the op eagerly on
+    zeros (also how user Functions are inferred: one opaque node each)."""
+    rule = getattr(op, "infer", None)
+    if rule is not None:
+        args = join_args(op, {p: stand_in(s) for p, s in specs_in.items()}, params)
+        out = rule(*args)
+        outs = out if isinstance(out, tuple) and not isinstance(out, TensorSpec) else (out,)
+        return tuple(_as_spec(o) for o in outs), (None,) * len(outs)
+    zeros = {p: _make(np.zeros(s.shape, s.dtype.np)) for p, s in specs_in.items()}
+    with _dispatch.no_interpreters(), no_grad(), np.errstate(all="ignore"):
+        out = op.apply(*join_args(op, zeros, params))
+    outs = out if isinstance(out, tuple) else (out,)
+    specs, aliases = [], []
+    for o in outs:
+        if not isinstance(o, Tensor):
+            raise TypeError(f"{op.__name__} returned {type(o).__name__}; traced ops must "
+                            "return tensors")
+        specs.append(spec_of(o))
+        aliases.append(next((p for p, z in zeros.items() if z is o), None))
+    return tuple(specs), tuple(aliases)
+
+
+def _as_spec(o):
+    if isinstance(o, TensorSpec):
+        return o
+    return spec_of(o)
+
+
+__all__ = ["TensorSpec", "spec_of", "call_positions", "split_args", "join_args", "infer",
+           "stand_in"]

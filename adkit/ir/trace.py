@@ -1,0 +1,177 @@
+"""Tracing: `ak.trace(f, *example_args)` runs f on abstract tensors and records every
+`Function.apply` as one node of an `ak.ir.Graph`.
+
+Owns: `TracerTensor` (a Tensor that knows only shape and dtype), `TracingInterpreter`
+(the interpreter-stack level that turns apply calls into nodes) and `trace`.
+Does not: evaluate, print or transform graphs.
+Invariant: a tracer's `_data` is a zero-strided stand-in array: shape/dtype code works,
+and reading values raises TracerValueError with what to do instead.
+"""
+import os
+import sys
+
+import numpy as np
+
+from .. import _dispatch
+from .._pytree import tree_flatten, tree_unflatten
+from ..tensor import Tensor
+from . import rules
+from .graph import Graph
+
+
+class TracerValueError(RuntimeError):
+    """A traced function tried to read the value of a tensor."""
+
+
+_HOW_TO_FIX = ("While tracing, tensors have a shape and a dtype but no values, so Python "
+               "control flow or conversions cannot depend on them. Use ak.where(cond, a, b) "
+               "to choose by value, pass the value as a static (non-tensor) argument, or "
+               "run the function eagerly instead of tracing it.")
+
+
+class TracerTensor(Tensor):
+    """A tensor inside a trace: (graph node, output number) plus shape and dtype."""
+
+    __slots__ = ("_interpreter", "_node", "_out")
+
+    def _value_error(self, what):
+        raise TracerValueError(f"{what} needs the value of a traced tensor "
+                               f"({self._describe()}). {_HOW_TO_FIX}")
+
+    def _describe(self):
+        spec = rules.spec_of(self)
+        return f"{spec.dtype.name}{list(spec.shape)}"
+
+    def __bool__(self):
+        self._value_error("bool(tensor) (e.g. `if`/`while` on a tensor)")
+
+    def item(self):
+        self._value_error("tensor.item()")
+
+    def tolist(self):
+        self._value_error("tensor.tolist()")
+
+    def numpy(self, *, force=False):
+        self._value_error("tensor.numpy()")
+
+    def __array__(self, dtype=None, copy=None):
+        self._value_error("converting a tensor to a numpy array")
+
+    def __float__(self):
+        self._value_error("float(tensor)")
+
+    def __int__(self):
+        self._value_error("int(tensor)")
+
+    def __index__(self):
+        self._value_error("using a tensor as an index or size")
+
+    def __repr__(self):
+        return f"TracerTensor({self._describe()}, node={self._node})"
+
+
+def _new_tracer(interpreter, node, out, spec):
+    t = TracerTensor.__new__(TracerTensor)
+    t._data = rules.stand_in(spec)
+    t._requires_grad = False
+    t._grad_fn = None
+    t._output_nr = 0
+    t._grad = None
+    t._version_counter = [0]
+    t._retains_grad = False
+    t._hooks = None
+    t._accumulator = None
+    t._base = None
+    t._interpreter, t._node, t._out = interpreter, node, out
+    return t
+
+
+class TracingInterpreter(_dispatch.Interpreter):
+    """Records each Function.apply as an op node; concrete tensors become const nodes."""
+
+    def __init__(self, graph):
+        self.graph = graph
+        self._consts = {}  # id(tensor) -> const node, so a closed-over tensor is one node
+
+    def new_input(self, spec, index):
+        return _new_tracer(self, self.graph.add_input(spec, index), 0, spec)
+
+    def lift(self, value):
+        """(node, out) for a tensor argument: a tracer of this trace, or a constant."""
+        if isinstance(value, TracerTensor):
+            if value._interpreter is not self:
+                raise TracerValueError("a traced tensor of another trace reached this one "
+                                       "(closing over an outer trace's values is not "
+                                       "supported); pass it as an argument instead")
+            return value._node, value._out
+        key = id(value)
+        if key not in self._consts:
+            self._consts[key] = (self.graph.add_const(value._data), value)
+        return self._consts[key][0], 0
+
+    def process(self, cls, args):
+        tensors, params = rules.split_args(cls, args, lambda a: isinstance(a, Tensor))
+        edges = {pos: self.lift(t) for pos, t in tensors.items()}
+        specs_in = {pos: self.graph.specs_of(u)[out] for pos, (u, out) in edges.items()}
+        try:
+            specs, aliases = rules.infer(cls, specs_in, params)
+        except TracerValueError:
+            raise
+        except (ValueError, RuntimeError, TypeError, IndexError) as e:
+            shapes = ", ".join(f"{s.dtype.name}{list(s.shape)}" for s in specs_in.values())
+            name = getattr(cls, "public_name", None) or cls.__name__
+            raise type(e)(f"{name} on inputs of shape {shapes}: {e}") from e
+        node = self.graph.add_op(cls, edges, params, specs, source=_user_source())
+        outs = []
+        for i, (spec, alias) in enumerate(zip(specs, aliases)):
+            if alias is not None:  # an in-place op: the input now names the new value
+                t = tensors[alias]
+                t._node, t._out = node, i
+                outs.append(t)
+            else:
+                outs.append(_new_tracer(self, node, i, spec))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+_ADKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _user_source():
+    """file:line of the innermost frame outside adkit (where the user called the op)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(_ADKIT_DIR):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+def _is_tensor_leaf(x):
+    return isinstance(x, (Tensor, np.ndarray))
+
+
+def trace(f, *example_args, **kwargs):
+    """Trace `f(*example_args, **kwargs)` into a Graph. Tensor (and ndarray) leaves of the
+    argument pytrees become inputs, in order; other leaves and all kwargs are static.
+    Only shapes and dtypes of the examples are used, never their values."""
+    graph = Graph()
+    interp = TracingInterpreter(graph)
+    leaves, in_tree = tree_flatten(example_args, is_leaf=_is_tensor_leaf)
+    traced_leaves, n_inputs = [], 0
+    for i, leaf in enumerate(leaves):
+        if _is_tensor_leaf(leaf):
+            traced_leaves.append(interp.new_input(rules.spec_of(leaf), n_inputs))
+            n_inputs += 1
+        else:
+            graph.static_args[i] = leaf
+            traced_leaves.append(leaf)
+    graph.in_tree = in_tree
+    with _dispatch.interpreting(interp):
+        result = f(*tree_unflatten(in_tree, traced_leaves), **kwargs)
+    out_leaves, graph.out_tree = tree_flatten(result, is_leaf=_is_tensor_leaf)
+    for i, leaf in enumerate(out_leaves):
+        if isinstance(leaf, Tensor):
+            graph.add_output(interp.lift(leaf))
+        else:
+            graph.static_outputs[i] = leaf
+    return graph

@@ -8,10 +8,11 @@ from . import _demo
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m adkit")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="run the worked example")
+    demo = sub.add_parser("demo", help="run the worked example")
+    demo.add_argument("--out-dir", default=".", help="where to write the demo's pictures")
     args = parser.parse_args(argv)
     if args.command == "demo":
-        return _demo.run()
+        return _demo.run(args.out_dir)
     return 2
 
 

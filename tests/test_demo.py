@@ -4,9 +4,13 @@ import sys
 from pathlib import Path
 
 
-def test_demo_runs_and_its_gradient_check_passes():
+def test_demo_runs_and_its_checks_pass(tmp_path):
     root = Path(__file__).resolve().parent.parent
-    result = subprocess.run([sys.executable, "-m", "adkit", "demo"], cwd=root,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-m", "adkit", "demo", "--out-dir",
+                             str(tmp_path)], cwd=root, capture_output=True, text=True,
+                            timeout=120)
     assert result.returncode == 0, result.stderr
     assert "gradient check: PASSED" in result.stdout
+    assert "equals the eager loss: yes" in result.stdout
+    pictures = list(tmp_path.glob("adkit-demo-forward.*"))
+    assert pictures and pictures[0].stat().st_size > 0

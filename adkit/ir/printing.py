@@ -108,7 +108,9 @@ def _dot_label(graph, n, names):
         return f"input {data['index']}: {names[(n, 0)]}\\n{specs}"
     if kind == "const":
         return f"const {names[(n, 0)]}\\n{specs}"
-    return f"{op_name(data['op'])}\\n{specs}"
+    params = " ".join(f"{k}={_format_param(v)}" for k, v in sorted(data["params"].items())
+                      if v is not None and len(_format_param(v)) <= 16)
+    return f"{op_name(data['op'])}" + (f" [{params}]" if params else "") + f"\\n{specs}"
 
 
 def to_dot(graph, name="adkit"):

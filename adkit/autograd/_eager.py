@@ -25,18 +25,18 @@ def eager_apply(cls, args):
     requires = False
     if STATE.enabled:
         for a in args:
-            if type(a) is Tensor and a._requires_grad:
+            if isinstance(a, Tensor) and a._requires_grad:
                 requires = True
                 break
     if cls._arrays_in:
         arrays = []  # NB: a loop, not a comprehension: cheaper for 1-3 arguments
         for a in args:
-            arrays.append(a._data if type(a) is Tensor else a)
+            arrays.append(a._data if isinstance(a, Tensor) else a)
         raw = cls.forward(*arrays)
         if type(raw) is np.ndarray:  # the common case: one fresh array
             aliased = None
             for a in args:
-                if type(a) is Tensor and a._data is raw:  # an in-place op's result
+                if isinstance(a, Tensor) and a._data is raw:  # an in-place op's result
                     aliased = a
             if aliased is not None:
                 outputs = aliased
@@ -93,10 +93,36 @@ def eager_apply(cls, args):
     return _finish(cls, ctx, args, outputs, requires)
 
 
+def record(cls, args, outputs):
+    """The tape entry for outputs computed some other way (a tracer's graph node): link
+    the node to its inputs, let the Function save what its rules need, set the outputs'
+    history. A forward(ctx, ...) Function runs its forward once more to fill ctx."""
+    ctx = cls._backward_cls()
+    _link_inputs(ctx, args)
+    if cls._arrays_in or cls._uses_setup_context():
+        cls.setup_context(ctx, args, outputs)
+    else:
+        prev, STATE.enabled = STATE.enabled, False
+        try:
+            cls.forward(ctx, *args)
+        finally:
+            STATE.enabled = prev
+    return _finish(cls, ctx, args, outputs, True)
+
+
+def needs_tape(args):
+    """Whether a call on these arguments must be recorded for backward."""
+    if STATE.enabled:
+        for a in args:
+            if isinstance(a, Tensor) and a._requires_grad:
+                return True
+    return False
+
+
 def _is_input_data(arr, args):
     """The input tensor whose data `arr` is (an in-place op returned it), else None."""
     for a in args:
-        if type(a) is Tensor and a._data is arr:
+        if isinstance(a, Tensor) and a._data is arr:
             return a
     return None
 
@@ -123,7 +149,7 @@ def _link_inputs(ctx, args):
     NB: one loop with appends; three comprehensions cost twice as much here."""
     edges, metas, needs = [], [], []
     for a in args:
-        if type(a) is Tensor:
+        if isinstance(a, Tensor):
             fn = a._grad_fn
             if fn is not None:
                 edges.append((fn, a._output_nr))
@@ -219,6 +245,6 @@ def _alias(tensor):
 
 
 def _make_view_of(out, base):
-    if type(base) is Tensor and np.may_share_memory(out._data, base._data):
+    if isinstance(base, Tensor) and np.may_share_memory(out._data, base._data):
         out._version_counter = base._version_counter
         out._base = base._base if base._base is not None else base

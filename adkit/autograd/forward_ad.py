@@ -8,6 +8,7 @@ are computed from inputs "lowered" to that level (its tangent removed, the outer
 kept), so tangents of tangents come out right, as in JAX's interpreter stack.
 """
 import collections
+import copy
 import itertools
 import threading
 
@@ -114,8 +115,8 @@ def _checked_tangent(tensor, tangent):
 def _lower(t, level):
     """An alias of t without its tangent at `level`: same data, version counter and
     autograd identity (gradients reach t's history, or t's own .grad for a leaf)."""
-    alias = _make(t._data, t._grad_fn, t._output_nr, t._requires_grad, t._version_counter)
-    alias._base = t._base
+    alias = copy.copy(t)  # keeps the class: a tracer's alias is a tracer of the same value
+    alias.__dict__.pop("_fw", None)
     if t._grad_fn is None and t._requires_grad:
         accumulator = grad_accumulator(t)
         alias._accumulator = lambda: accumulator  # a strong reference, called like a weakref
@@ -130,7 +131,7 @@ def tangent_level(args):
     levels = STATE.levels
     best = -1
     for a in args:
-        if type(a) is Tensor and a._fw:
+        if isinstance(a, Tensor) and a._fw:
             for level in a._fw:
                 if level in levels:
                     best = max(best, levels.index(level))
@@ -144,7 +145,7 @@ def apply_with_tangents(cls, args, level):
     lowered = tuple(_lower(a, level) if _has(a, level) else a for a in args)
     tangents = [a._fw[level] if _has(a, level) else None for a in args]
     ctx_style = not cls._arrays_in and not cls._uses_setup_context()
-    if ctx_style and any(type(a) is Tensor and a._fw for a in lowered):
+    if ctx_style and any(isinstance(a, Tensor) and a._fw for a in lowered):
         raise RuntimeError(f"{cls.__name__}: nested forward-AD levels need a Function "
                            "written with forward(*args) and setup_context(ctx, inputs, "
                            "output); forward(ctx, *args) cannot be re-run per level")
@@ -156,14 +157,14 @@ def apply_with_tangents(cls, args, level):
 
 
 def _has(a, level):
-    return type(a) is Tensor and a._fw is not None and level in a._fw
+    return isinstance(a, Tensor) and a._fw is not None and level in a._fw
 
 
 def _jvp_context(cls, inputs, outputs, tangents):
     """A ctx holding what setup_context saves for these inputs and outputs (an input
     with a tangent counts as needing a gradient: the jvp reads what the vjp would)."""
     ctx = cls._backward_cls()
-    ctx.needs_input_grad = tuple(type(a) is Tensor and (a._requires_grad or t is not None)
+    ctx.needs_input_grad = tuple(isinstance(a, Tensor) and (a._requires_grad or t is not None)
                                  for a, t in zip(inputs, tangents))
     cls.setup_context(ctx, inputs, outputs)
     return ctx
@@ -172,7 +173,7 @@ def _jvp_context(cls, inputs, outputs, tangents):
 def _run_jvp(cls, ctx, inputs, tangents):
     if ctx.materialize_grads:
         tangents = [_make(np.zeros(a._data.shape, a._data.dtype))
-                    if t is None and type(a) is Tensor and a.is_floating_point() else t
+                    if t is None and isinstance(a, Tensor) and a.is_floating_point() else t
                     for a, t in zip(inputs, tangents)]
     saved = ctx.saved_for_forward or ctx.to_save
     previous, ctx._saved = ctx._saved, pack_saved(ctx, saved) if saved else ctx._saved

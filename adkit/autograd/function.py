@@ -30,7 +30,7 @@ class FunctionCtx:
     def save_for_backward(self, *tensors):
         """Save tensors (or None) for `backward`, read back through `saved_tensors`."""
         for i, t in enumerate(tensors):
-            if t is not None and type(t) is not Tensor and not isinstance(t, Tensor):
+            if t is not None and not isinstance(t, Tensor) and not isinstance(t, Tensor):
                 raise TypeError(f"save_for_backward can only save variables, but argument "
                                 f"{i} is of type {type(t).__name__}")
         self.to_save = tensors
@@ -140,7 +140,7 @@ class BackwardCFunction(Node, FunctionCtx, _HookMixin):
                     if g is not None:
                         break
                     continue
-                if g is not None and (type(g) is not Tensor or g._data.shape != meta[0]
+                if g is not None and (not isinstance(g, Tensor) or g._data.shape != meta[0]
                                       or g._data.dtype != meta[1]):
                     break
                 checked.append(g)

@@ -14,6 +14,8 @@ import numpy as np
 
 from .. import _dispatch
 from .._pytree import tree_flatten, tree_unflatten
+from ..autograd._eager import needs_tape, record
+from ..autograd.forward_ad import STATE as FORWARD_AD, apply_with_tangents, tangent_level
 from ..tensor import Tensor
 from . import rules
 from .graph import Graph
@@ -69,6 +71,14 @@ class TracerTensor(Tensor):
     def __repr__(self):
         return f"TracerTensor({self._describe()}, node={self._node})"
 
+    def detach(self):
+        """The same traced value, cut from the autograd tape (still a tracer)."""
+        return _new_tracer(self._interpreter, self._node, self._out, rules.spec_of(self))
+
+    @property
+    def data(self):
+        return self.detach()
+
 
 def _new_tracer(interpreter, node, out, spec):
     t = TracerTensor.__new__(TracerTensor)
@@ -110,6 +120,19 @@ class TracingInterpreter(_dispatch.Interpreter):
         return self._consts[key][0], 0
 
     def process(self, cls, args):
+        """Add one op node for `cls(*args)`; like the eager path, a call with forward-AD
+        tangents goes through the op's jvp, and a call that needs grad is taped (so
+        grad() while tracing builds the backward graph from the ops' own rules)."""
+        if FORWARD_AD.levels:
+            level = tangent_level(args)
+            if level is not None:
+                return apply_with_tangents(cls, args, level)
+        outputs = self._add_node(cls, args)
+        if needs_tape(args):
+            return record(cls, args, outputs)
+        return outputs
+
+    def _add_node(self, cls, args):
         tensors, params = rules.split_args(cls, args, lambda a: isinstance(a, Tensor))
         edges = {pos: self.lift(t) for pos, t in tensors.items()}
         specs_in = {pos: self.graph.specs_of(u)[out] for pos, (u, out) in edges.items()}

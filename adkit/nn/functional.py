@@ -202,7 +202,7 @@ def _target_mask(input, target, cdim, class_shape, ignore_index):
             raise ValueError(f"Expected input batch_size ({want[0]}) to match target "
                              f"batch_size ({got[0]}).")
         raise RuntimeError(f"Expected target size {list(want)}, got {list(got)}")
-    if type(target) is Tensor:  # concrete values: check them as PyTorch does
+    if isinstance(target, Tensor):  # concrete values: check them as PyTorch does
         values = target._data
         bad = (values != ignore_index) & ((values < 0) | (values >= class_shape[cdim]))
         if bad.any():

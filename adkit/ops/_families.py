@@ -102,7 +102,7 @@ class BinaryElementwise(ArrayFunction):
     def setup_context(ctx, inputs, output):
         saves = ctx._forward_cls.saves
         x, y = inputs
-        x_is_tensor, y_is_tensor = type(x) is Tensor, type(y) is Tensor
+        x_is_tensor, y_is_tensor = isinstance(x, Tensor), isinstance(y, Tensor)
         if saves:  # NB: to_save is set directly: these are known to be tensors or None
             ctx.to_save = (x if x_is_tensor and "x" in saves else None,
                            y if y_is_tensor and "y" in saves else None,

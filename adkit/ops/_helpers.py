@@ -73,7 +73,7 @@ def save_mixed(ctx, inputs, output=None):
     """save_for_backward the tensor inputs (and output); keep numbers on ctx."""
     tensors, constants = [], []
     for a in inputs:
-        is_tensor = type(a) is Tensor
+        is_tensor = isinstance(a, Tensor)
         tensors.append(a if is_tensor else None)
         constants.append(None if is_tensor else a)
     tensors.append(output)

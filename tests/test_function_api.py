@@ -304,8 +304,6 @@ def test_function_without_backward_raises_not_implemented():
         y.sum().backward()
 
 
-@pytest.mark.xfail(reason="apply binds against the base forward(*args, **kwargs) and raises "
-                          "TypeError 'too many positional arguments'", strict=True)
 def test_function_without_forward_raises_not_implemented():
     """No forward: the seed's NotImplementedError from apply."""
     class NoForward(Function):
@@ -499,14 +497,11 @@ def test_function_without_grad_records_nothing():
     np.testing.assert_array_equal(arr(idx), [0, 1])
 
 
-@pytest.mark.xfail(reason="adkit.autograd.function has no _ContextMethodMixin alias",
-                   strict=True)
 def test_function_context_method_mixin_alias():
     """The seed keeps `_ContextMethodMixin = FunctionCtx` for old serialized models."""
     assert function_module._ContextMethodMixin is FunctionCtx
 
 
-@pytest.mark.xfail(reason="Function has no vmap staticmethod (API.md lists it)", strict=True)
 def test_function_vmap_default_raises():
     """generate_vmap_rule defaults to False and the base vmap raises the seed's error."""
     assert Function.generate_vmap_rule is False
@@ -707,9 +702,6 @@ def test_function_mark_dirty_without_grad():
     np.testing.assert_allclose(arr(out_h), [3.0])
 
 
-@pytest.mark.xfail(reason="under no_grad, a dirty input requiring grad is returned as itself "
-                          "(requires_grad=True); PyTorch returns a new alias without grad",
-                   strict=True)
 def test_function_mark_dirty_under_no_grad_returns_alias_without_grad():
     """Outputs made under no_grad never require grad, even a dirty input returned as is."""
     x = leaf([1.0])
@@ -739,8 +731,6 @@ def test_function_mark_dirty_not_returned_raises():
         NotReturned.apply(leaf([1.0]).clone())
 
 
-@pytest.mark.xfail(reason="mark_dirty on a tensor that is not an input is silently accepted",
-                   strict=True)
 def test_function_mark_dirty_non_input_warns():
     """Marking a non-input dirty is PyTorch's UserWarning."""
     class NonInput(Function):
@@ -880,8 +870,6 @@ def test_function_needs_input_grad():
     np.testing.assert_allclose(arr(a.grad), [3.0])
 
 
-@pytest.mark.xfail(reason="under no_grad, needs_input_grad is all False; PyTorch still "
-                          "reports each tensor's requires_grad", strict=True)
 def test_function_needs_input_grad_under_no_grad():
     """PyTorch fills needs_input_grad from the inputs even when grad mode is off."""
     seen = []
@@ -988,8 +976,6 @@ def test_function_backward_wrong_dtype_is_cast(dtypes):
     np.testing.assert_allclose(arr(x.grad), [2.0, 2.0])
 
 
-@pytest.mark.xfail(reason="adkit raises TypeError; PyTorch raises RuntimeError ('expected "
-                          "Variable or None (got float)')", strict=True)
 def test_function_backward_non_tensor_gradient_raises():
     """A gradient that is not a tensor: RuntimeError naming the Function, index and type."""
     _, run = _bad(lambda g: 1.0)
@@ -1280,9 +1266,6 @@ def test_function_saved_tensors_hooks_innermost_wins_and_scope():
     np.testing.assert_allclose(arr(x.grad), [2.0])
 
 
-@pytest.mark.xfail(reason="pack hooks run with grad mode on: a pack hook using an op on a "
-                          "tensor requiring grad saves again and recurses (RecursionError)",
-                   strict=True)
 def test_function_saved_tensors_hooks_pack_runs_without_grad():
     """As in PyTorch, pack hooks run with grad mode off, so they may use ops freely."""
     modes = []
@@ -1378,8 +1361,7 @@ def test_function_detect_anomaly_error_in_backward_warns_forward_trace():
 @pytest.mark.parametrize("name", [
     "AUTOGRAD_FUNCTION_COUNTER", "_nested_map", "_iter_filter", "_unflatten",
     "_iter_tensors", "_iter_None_tensors", "_map_tensor_data",
-    pytest.param("_is_setup_context_defined", marks=pytest.mark.xfail(
-        reason="adkit.autograd.function has no _is_setup_context_defined", strict=True)),
+    "_is_setup_context_defined",
 ])
 def test_function_seed_module_names_exist(name):
     """Module-level names of the seed's function.py exist in adkit.autograd.function."""

@@ -144,9 +144,6 @@ class Inplace(Function):
         return grad_output
 
 
-@pytest.mark.xfail(reason="Tensor.numpy() refuses a tensor that requires grad even with "
-                          "grad mode off (forward runs under no_grad); PyTorch allows it",
-                   strict=True)
 def test_seed_mark_dirty_example():
     """Inplace via x.numpy(): `b.backward()` then raises the version error."""
     a = ak.tensor(1., requires_grad=True, dtype=ak.double).clone()

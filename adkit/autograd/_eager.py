@@ -7,6 +7,8 @@ Does not: bind arguments or dispatch to interpreters (function.py), run backward
 NB: this is the hot path of eager mode; its fast paths are measured by
 benchmarks/eager_overhead.py.
 """
+import warnings
+
 import numpy as np
 
 from ..tensor import Tensor, _make
@@ -69,14 +71,14 @@ def eager_apply(cls, args):
         if requires:
             _link_inputs(ctx, args)
         else:
-            ctx.needs_input_grad = (False,) * len(args)
+            ctx.needs_input_grad = _requires_flags(args)
         cls.setup_context(ctx, args, outputs)
         return _finish(cls, ctx, args, outputs, requires)
     ctx = cls._backward_cls()
     if requires:
         _link_inputs(ctx, args)
     else:
-        ctx.needs_input_grad = (False,) * len(args)
+        ctx.needs_input_grad = _requires_flags(args)
     prev = STATE.enabled
     STATE.enabled = False
     try:
@@ -184,6 +186,10 @@ def _finish(cls, ctx, args, outputs, requires):
             continue
         if dirty and _contains(dirty, out):
             _mark_modified(out, requires)
+            if not requires and out._requires_grad and not cls._arrays_in:
+                # PyTorch: a custom Function gives a fresh alias outside autograd (a
+                # built-in in-place op, like x.add_(), returns x itself)
+                outs[i] = out = _alias(out)
         elif _contains(args, out):
             outs[i] = out = _alias(out)  # an input returned as is becomes a view of it
         elif cls.is_view:
@@ -197,7 +203,11 @@ def _finish(cls, ctx, args, outputs, requires):
                 out._requires_grad = False
     if dirty:
         for d in dirty:
-            if not _contains(outs, d):
+            if not _contains(args, d):
+                warnings.warn("ctx.mark_dirty() received a tensor that was not an input. "
+                              "Only input Tensors that have been modified in-place should "
+                              "be passed to ctx.mark_dirty().", stacklevel=4)
+            if not _contains(outs, d) and not any(_same_data(d, o) for o in outs):
                 raise RuntimeError("Some elements marked as dirty during the forward method "
                                    "were not returned as output. The inputs that are "
                                    "modified inplace must all be outputs of the Function.")
@@ -212,6 +222,15 @@ def _finish(cls, ctx, args, outputs, requires):
 
 
 _NO_EDGE = (None, 0)
+
+
+def _requires_flags(args):
+    """needs_input_grad outside grad mode: PyTorch still reports requires_grad."""
+    return tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
+
+
+def _same_data(a, b):
+    return isinstance(b, Tensor) and a._data is b._data
 
 
 def _contains(seq, obj):

@@ -61,6 +61,14 @@ class FunctionCtx:
         self.materialize_grads = value
 
 
+# Formerly known as _ContextMethodMixin (kept for the seed's old name).
+_ContextMethodMixin = FunctionCtx
+
+
+def _is_setup_context_defined(fn):
+    return fn != _SingleLevelFunction.setup_context
+
+
 class _HookMixin:
     @staticmethod
     def _register_hook(backward_hooks, hook):
@@ -95,8 +103,7 @@ class BackwardCFunction(Node, FunctionCtx, _HookMixin):
     def _resolve_backward(cls):
         fwd = cls._forward_cls
         backward_fn, vjp_fn = fwd.backward, fwd.vjp
-        if backward_fn is not Function.backward and vjp_fn is not Function.vjp \
-                and backward_fn is not vjp_fn:
+        if backward_fn is not Function.backward and vjp_fn is not Function.vjp:
             raise RuntimeError("Implementing both 'backward' and 'vjp' for a custom "
                                "Function is not allowed. You should only implement one "
                                "of them.")
@@ -191,8 +198,8 @@ def _check_backward_result(node, result):
 def _check_one_grad(node, i, g, meta):
     shape, dtype = meta
     if not isinstance(g, Tensor):
-        raise TypeError(f"function {node.name()} returned a gradient of type "
-                        f"{type(g).__name__} at index {i}; expected a Tensor or None")
+        raise RuntimeError(f"function {node.name()} returned a gradient of type "
+                           f"{type(g).__name__} at index {i}: expected Variable or None")
     if g._data.shape != shape:
         if not _expandable_to(shape, g._data.shape):
             raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index "
@@ -231,6 +238,9 @@ _interpreters = _dispatch._STACK.get
 def _binding(cls):
     """How `apply` binds a call to forward: (number of parameters after ctx, or -1 when
     forward takes *args/**kwargs; their names; their defaults; the Signature)."""
+    if cls.forward is _SingleLevelFunction.forward:
+        raise NotImplementedError("You must implement the forward function for custom "
+                                  "autograd.Function.")
     sig = inspect.signature(cls.forward)
     params = list(sig.parameters.values())
     if not cls._uses_setup_context() and not cls._arrays_in:
@@ -330,7 +340,18 @@ class Function(_SingleLevelFunction):
                            "forward method. (Example: "
                            "https://pytorch.org/docs/stable/autograd.html#torch.autograd.Function)")
 
+    # Whether adkit may batch this Function by running its forward/backward/jvp under
+    # vmap (they must be written with adkit ops); else define the vmap staticmethod.
     generate_vmap_rule = False
+
+    @staticmethod
+    def vmap(info, in_dims, *args):
+        """The batching rule: return (output, out_dims) for args batched along in_dims
+        (None where an argument is not batched); info.batch_size and info.randomness
+        describe the vmap."""
+        raise NotImplementedError("To use autograd.Function with vmap, you must either "
+                                  "override the vmap staticmethod or set "
+                                  "generate_vmap_rule=True.")
 
     @staticmethod
     def _compiled_autograd_key(ctx):

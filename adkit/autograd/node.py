@@ -166,7 +166,12 @@ def _pack_with_hooks(tensors):
     if SAVED_HOOKS.disabled_message is not None:
         raise RuntimeError(SAVED_HOOKS.disabled_message)
     pack_hook, unpack_hook = SAVED_HOOKS.stack[-1]
-    return tuple(None if t is None else (pack_hook(t), unpack_hook, None) for t in tensors)
+    prev, STATE.enabled = STATE.enabled, False  # as in PyTorch: hooks run without grad
+    try:
+        return tuple(None if t is None else (pack_hook(t), unpack_hook, None)
+                     for t in tensors)
+    finally:
+        STATE.enabled = prev
 
 
 def unpack_saved(node, packs):

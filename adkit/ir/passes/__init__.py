@@ -1,0 +1,10 @@
+"""adkit.ir.passes: graph -> new graph functions that leave their input as it was.
+
+Owns: the public list of passes. Clean-up (cleanup.py): `dce`, `cse`, `fold_constants`,
+`pipeline`; algebra (simplify.py): `simplify`. Does not: hold pass logic itself.
+A user pass is a plain function of the same shape: copy, edit `graph.nx`, return.
+"""
+from .cleanup import cse, dce, fold_constants, pipeline
+from .simplify import simplify
+
+__all__ = ["dce", "cse", "fold_constants", "simplify", "pipeline"]

@@ -1,0 +1,246 @@
+"""Clean-up passes: dead code elimination, common subexpressions, constant folding.
+
+Owns: `dce`, `cse`, `fold_constants`, `pipeline`, and the small editing helpers the passes
+share (`redirect`, `writes_in_place`, `has_in_place_ops`, `freeze`). Does not: rewrite
+algebra (simplify.py), differentiate or batch graphs.
+Invariant: a pass copies its input (`graph.copy()`), edits the copy's `.nx`, keeps the ids
+of surviving nodes, and returns a graph that passes `validate()` and computes the same
+outputs from the same inputs; the input graph is never touched.
+NB: ops are taken to be pure functions of their arguments and params. An op that writes
+into an argument (its shape rule reports an alias) makes evaluation order and aliasing
+part of the meaning, which the IR does not record: `dce` keeps such ops, and `cse`,
+`fold_constants` and `simplify` return such a graph unchanged.
+"""
+import networkx as nx
+import numpy as np
+
+from ... import _dispatch, dtypes
+from ...autograd.grad_mode import no_grad
+from ...tensor import Tensor, _make
+from .. import rules
+
+
+# ------------------------------------------------------------------ shared helpers
+def redirect(graph, src, dst):
+    """Make every edge that reads `src` = (node, out) read `dst` = (node, out) instead,
+    keeping each edge's key and `pos` (so consumers see the same argument positions)."""
+    node, out = src
+    if tuple(src) == tuple(dst):
+        return
+    moves = sorted((v, k, d) for _, v, k, d in graph.nx.out_edges(node, keys=True, data=True)
+                   if d["out"] == out)
+    for v, k, d in moves:
+        graph.nx.remove_edge(node, v, key=k)
+        graph.nx.add_edge(dst[0], v, key=k, **dict(d, out=dst[1]))
+
+
+def writes_in_place(graph, n):
+    """Whether op node n writes into one of its arguments (add_, copy_, a user Function
+    calling mark_dirty...): read from the node's `aliases` when the tracer recorded them,
+    else from the op's shape rule."""
+    data = graph.nx.nodes[n]
+    if data["kind"] != "op":
+        return False
+    aliases = data.get("aliases")
+    if aliases is None:
+        specs_in = {pos: graph.specs_of(u)[out] for pos, u, out in graph.args_of(n)}
+        try:
+            _, aliases = rules.infer(data["op"], specs_in, data["params"])
+        except Exception:
+            return True  # NB: "cannot tell" must count as "maybe writes": the safe answer
+    return any(a is not None for a in aliases)
+
+
+def has_in_place_ops(graph):
+    return any(writes_in_place(graph, n) for n in graph.op_nodes)
+
+
+def freeze(value):
+    """A hashable key, equal for two params only when they act the same: the type is part
+    of the key (1, 1.0 and True promote differently), floats compare by bits (so -0.0 and
+    0.0 differ, NaN equals NaN), arrays by (dtype, shape, bytes). Raises TypeError for
+    values it cannot vouch for."""
+    if value is None or value is Ellipsis or isinstance(value, (bool, int, str, type)):
+        return (type(value), value)
+    if isinstance(value, float):
+        return (type(value), value.hex())
+    if isinstance(value, (np.ndarray, np.generic)):
+        return (type(value),) + array_key(np.asarray(value))
+    if isinstance(value, np.dtype):
+        return (np.dtype, value.str)
+    if isinstance(value, dtypes.DType):
+        return (dtypes.DType, value.name)
+    if isinstance(value, slice):
+        return (slice, freeze(value.start), freeze(value.stop), freeze(value.step))
+    if isinstance(value, (tuple, list)):
+        return (type(value), tuple(freeze(v) for v in value))
+    if isinstance(value, dict):
+        return (dict, tuple(sorted((freeze(k), freeze(v)) for k, v in value.items())))
+    raise TypeError(f"cannot freeze a {type(value).__name__}")
+
+
+def array_key(arr):
+    """(dtype, shape, bytes) of an array; object arrays hold pointers, not values."""
+    if arr.dtype.kind == "O":
+        raise TypeError("cannot freeze an object array")
+    return (arr.dtype.str, arr.shape, arr.tobytes())
+
+
+def pipeline(passes):
+    """A pass (graph -> new graph) that applies `passes` in order. Each must be a pure
+    pass itself, so the pipeline never touches its input either."""
+    passes = tuple(passes)
+
+    def run(graph):
+        for p in passes:
+            graph = p(graph)
+        return graph
+
+    run.__name__ = "pipeline(" + ", ".join(getattr(p, "__name__", repr(p))
+                                            for p in passes) + ")"
+    run.passes = passes
+    return run
+
+
+# ------------------------------------------------------------------ dce
+def dce(graph):
+    """Dead code elimination: drop op and const nodes that no output depends on.
+
+    In: any valid Graph. Out: the same inputs and outputs (inputs always stay: they are
+    the signature), and only op/const nodes that are ancestors of an output, or ops that
+    write into an argument (with what they read). Surviving nodes keep their ids.
+
+        before                                after
+        { lambda ; a:f32[3]. let              { lambda ; a:f32[3]. let
+            b:f32[3] = exp a                      b:f32[3] = tanh a
+            c:f32[3] = tanh a                   in (b) }
+          in (c) }
+    """
+    g = graph.copy()
+    live = _ancestors_and_self(g, g.outputs)
+    candidates = [n for n in g.topo_order()
+                  if g.nx.nodes[n]["kind"] in ("op", "const") and n not in live]
+    # NB: an in-place write is a side effect (it may change an input the caller holds)
+    live |= _ancestors_and_self(g, [n for n in candidates if writes_in_place(g, n)])
+    g.nx.remove_nodes_from([n for n in candidates if n not in live])
+    return g
+
+
+def _ancestors_and_self(graph, roots):
+    found = set(roots)
+    for r in roots:
+        found |= nx.ancestors(graph.nx, r)
+    return found
+
+
+# ------------------------------------------------------------------ cse
+def cse(graph):
+    """Common subexpression elimination: merge op nodes with the same op class, equal
+    params (by `freeze`) and the same arguments (producer and output at each position),
+    and const nodes with equal values (dtype, shape, bytes). The node met first in
+    topological order is kept; consumers of a duplicate are moved onto it (same `pos`
+    and `out`) and the duplicate is dropped. Walking in topological order lets chains
+    collapse in one call. Ops whose params cannot be frozen are left alone.
+
+    In: any valid Graph. Out: no two mergeable nodes; inputs and outputs unchanged.
+
+        before                                after
+        { lambda ; a:f32[3]. let              { lambda ; a:f32[3]. let
+            b:f32[3] = exp a                      b:f32[3] = exp a
+            c:f32[3] = exp a                      c:f32[3] = add b b
+            d:f32[3] = add b c                  in (c) }
+          in (d) }
+    """
+    g = graph.copy()
+    if has_in_place_ops(g):
+        return g
+    seen = {}
+    for n in g.topo_order():
+        key = _cse_key(g, n)
+        if key is None:
+            continue
+        keep = seen.setdefault(key, n)
+        if keep != n:
+            for i in range(len(g.specs_of(n))):
+                redirect(g, (n, i), (keep, i))
+            g.nx.remove_node(n)
+    return g
+
+
+def _cse_key(graph, n):
+    """What makes node n interchangeable with another, or None if nothing may replace it."""
+    data = graph.nx.nodes[n]
+    try:
+        if data["kind"] == "const":
+            return ("const",) + array_key(np.asarray(data["value"]))
+        if data["kind"] == "op":
+            return ("op", data["op"], freeze(data["params"]), tuple(graph.args_of(n)))
+    except TypeError:
+        return None
+    return None
+
+
+# ------------------------------------------------------------------ fold_constants
+def fold_constants(graph):
+    """Evaluate op nodes whose tensor arguments are all const nodes (at least one), and
+    put one const node per output in their place (consumers of output i read const i;
+    outputs nobody reads get none). Walking in topological order folds chains in one
+    call. An op that raises, or returns something other than tensors of its recorded
+    specs, stays as it is (it will fail or run at evaluation time, as before).
+
+    In: any valid Graph. Out: no op node left with only const arguments, except those
+    that could not be evaluated; new consts get fresh ids; the consts that were read may
+    now be unused (follow with `dce`).
+
+        before                                after
+        { lambda b:f32[3] ; a:f32[3]. let     { lambda b:f32[3] c:f32[3] ; a:f32[3]. let
+            c:f32[3] = exp b                      d:f32[3] = mul a c
+            d:f32[3] = mul a c                  in (d) }
+          in (d) }
+    """
+    g = graph.copy()
+    if has_in_place_ops(g):
+        return g
+    for n in g.topo_order():
+        data = g.nx.nodes[n]
+        args = g.args_of(n)
+        if data["kind"] != "op" or not args:
+            continue
+        if all(g.nx.nodes[u]["kind"] == "const" for _, u, _ in args):
+            values = _evaluate(g, n)
+            if values is not None:
+                _replace_by_consts(g, n, values)
+    return g
+
+
+def _evaluate(graph, n):
+    """The output arrays of op node n on its const arguments, or None if it cannot run."""
+    data = graph.nx.nodes[n]
+    # NB: copies, so that the op cannot reach the arrays the input graph shares with g
+    tensors = {pos: _make(np.array(graph.nx.nodes[u]["value"], copy=True))
+               for pos, u, _ in graph.args_of(n)}
+    try:
+        args = rules.join_args(data["op"], tensors, data["params"])
+        with _dispatch.no_interpreters(), no_grad(), np.errstate(all="ignore"):
+            result = data["op"].apply(*args)
+    except Exception:
+        return None
+    outs = result if isinstance(result, tuple) else (result,)
+    if not all(isinstance(o, Tensor) for o in outs):
+        return None
+    if tuple(rules.spec_of(o) for o in outs) != tuple(data["specs"]):
+        return None
+    # NB: np.array copies views (expand's zero strides) into arrays of their own
+    return [np.array(o._data, copy=True) for o in outs]
+
+
+def _replace_by_consts(graph, n, values):
+    for i, value in enumerate(values):
+        if any(d["out"] == i for _, _, d in graph.nx.out_edges(n, data=True)):
+            const = graph.add_const(value)
+            redirect(graph, (n, i), (const, 0))
+    graph.nx.remove_node(n)
+
+
+__all__ = ["dce", "cse", "fold_constants", "pipeline", "redirect", "writes_in_place",
+           "has_in_place_ops", "freeze", "array_key"]

@@ -38,6 +38,8 @@ class Tensor:
     __array_priority__ = 1000
     # Forward-AD tangents by level (autograd/forward_ad.py); set per instance when needed.
     _fw = None
+    # For views: how to re-derive this view from its root `_base` (autograd/views.py).
+    _view_fn = None
 
     def __init__(self, data, dtype=None, requires_grad=False):
         arr = _to_array(data, dtype)

@@ -749,8 +749,6 @@ def test_function_mark_dirty_non_input_warns():
         NonInput.apply(leaf([1.0]).clone())
 
 
-@pytest.mark.xfail(reason="a dirty view of a tensor requiring grad raises: adkit does not "
-                          "rebase the history of views", strict=True)
 def test_function_mark_dirty_on_view_updates_base():
     """Modifying a view in place through a Function: the base sees the change and gradients
     reach the base's history (PyTorch: CopySlices)."""

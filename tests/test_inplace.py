@@ -306,3 +306,40 @@ def test_inplace_on_results_of_ops_that_do_not_save_them():
     z.add_(1)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         z.sum().backward()
+
+
+def test_inplace_through_views_rebases_the_base_like_torch():
+    """`y[:, 0] *= 3`, `y[1] += ...`, writes through a transposed view: the base's
+    gradient is PyTorch's (CopySlices)."""
+    def run(lib):
+        x = lib.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=lib.float64,
+                       requires_grad=True)
+        y = x * 2
+        y[:, 0] *= 3
+        y[1] += x[0]
+        v = y.t()
+        v[0, 1] = 7.0
+        (y * y).sum().backward()
+        return x.grad.numpy()
+
+    np.testing.assert_allclose(run(ak), [[72.0, 40.0, 54.0], [0.0, 48.0, 60.0]])
+    torch = pytest.importorskip("torch")
+    np.testing.assert_allclose(run(ak), run(torch))
+
+
+def test_inplace_through_view_double_backward():
+    x = ak.tensor([1.0, 2.0, 3.0], dtype=ak.float64, requires_grad=True)
+
+    def f(a):
+        y = a * 1.0
+        y[1:] *= a[:2]
+        return (y * y).sum()
+
+    assert gradcheck(f, (x,)) and gradgradcheck(f, (x,))
+
+
+def test_inplace_on_view_of_leaf_requiring_grad_is_refused():
+    x = ak.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
+        x[0:1].mul_(2.0)
+    np.testing.assert_allclose(x.detach().numpy(), [1.0, 2.0])  # refused before writing

@@ -16,6 +16,7 @@ from .anomaly_mode import STATE as ANOMALY, record_forward_trace
 from .forward_ad import STATE as FORWARD_AD, apply_with_tangents, tangent_level
 from .grad_mode import STATE
 from .node import SEQUENCE, grad_accumulator, pack_saved
+from .views import ViewFn, rebase_history
 
 
 def eager_apply(cls, args):
@@ -31,6 +32,8 @@ def eager_apply(cls, args):
                 requires = True
                 break
     if cls._arrays_in:
+        if cls.modifies is not None:  # an in-place op: refuse before writing
+            check_inplace(args[cls.modifies])
         arrays = []  # NB: a loop, not a comprehension: cheaper for 1-3 arguments
         for a in args:
             arrays.append(a._data if isinstance(a, Tensor) else a)
@@ -45,7 +48,7 @@ def eager_apply(cls, args):
             elif not requires:
                 outputs = _make(raw)
                 if cls.is_view:
-                    _make_view_of(outputs, args[0])
+                    _make_view_of(outputs, args, cls)
                 return outputs
             else:
                 outputs = _make(raw)
@@ -181,11 +184,14 @@ def _finish(cls, ctx, args, outputs, requires):
     outs = list(outputs) if is_tuple else [outputs]
     dirty = ctx.dirty_tensors
     non_diff = ctx.non_differentiable
+    rebased = []  # views modified in place: their bases get new history below
     for i, out in enumerate(outs):
         if not isinstance(out, Tensor):
             continue
         if dirty and _contains(dirty, out):
             _mark_modified(out, requires)
+            if requires and out._base is not None:
+                rebased.append(out)
             if not requires and out._requires_grad and not cls._arrays_in:
                 # PyTorch: a custom Function gives a fresh alias outside autograd (a
                 # built-in in-place op, like x.add_(), returns x itself)
@@ -193,7 +199,7 @@ def _finish(cls, ctx, args, outputs, requires):
         elif _contains(args, out):
             outs[i] = out = _alias(out)  # an input returned as is becomes a view of it
         elif cls.is_view:
-            _make_view_of(out, args[0])
+            _make_view_of(out, args, cls)
         if requires:
             if out._data.dtype.kind == "f" and not (non_diff and _contains(non_diff, out)):
                 out._requires_grad = True
@@ -211,6 +217,9 @@ def _finish(cls, ctx, args, outputs, requires):
                 raise RuntimeError("Some elements marked as dirty during the forward method "
                                    "were not returned as output. The inputs that are "
                                    "modified inplace must all be outputs of the Function.")
+    for view in rebased:
+        ctx._dirty_positions = _tensor_positions(args)
+        rebase_history(view, ctx)
     if requires:
         ctx._num_outputs = len(outs)
         ctx._output_meta = [(o._data.shape, o._data.dtype) if isinstance(o, Tensor)
@@ -222,6 +231,11 @@ def _finish(cls, ctx, args, outputs, requires):
 
 
 _NO_EDGE = (None, 0)
+
+
+def _tensor_positions(args):
+    """{id(tensor): its index among the tensor arguments} (next_functions order)."""
+    return {id(a): i for i, a in enumerate(a for a in args if isinstance(a, Tensor))}
 
 
 def _requires_flags(args):
@@ -241,29 +255,39 @@ def _contains(seq, obj):
     return False
 
 
-def _mark_modified(tensor, requires):
-    """An input modified in place: bump its version; under grad mode it gets new history."""
-    if not isinstance(tensor, Tensor):
-        raise TypeError("mark_dirty expects tensors that are inputs of forward")
-    if STATE.enabled and tensor._requires_grad:
+def check_inplace(tensor):
+    """PyTorch's refusals for writing into a tensor under grad mode."""
+    if STATE.enabled and isinstance(tensor, Tensor) and tensor._requires_grad:
         if tensor._grad_fn is None:
             raise RuntimeError("a leaf Variable that requires grad is being used in an "
                                "in-place operation.")
         base = tensor._base
-        if base is not None and base._requires_grad:
-            raise RuntimeError("a view of a tensor that requires grad is being modified "
-                               "in place; adkit does not rebase the history of views yet. "
-                               "Modify the base tensor, or use an out-of-place op.")
+        if base is not None and base._requires_grad and base._grad_fn is None:
+            raise RuntimeError("a view of a leaf Variable that requires grad is being used "
+                               "in an in-place operation.")
+
+
+def _mark_modified(tensor, requires):
+    """An input modified in place: bump its version; under grad mode it gets new history."""
+    if not isinstance(tensor, Tensor):
+        raise TypeError("mark_dirty expects tensors that are inputs of forward")
+    check_inplace(tensor)
     tensor._version_counter[0] += 1
 
 
 def _alias(tensor):
     view = _make(tensor._data, None, 0, False, tensor._version_counter)
     view._base = tensor._base if tensor._base is not None else tensor
+    view._view_fn = tensor._view_fn
     return view
 
 
-def _make_view_of(out, base):
+def _make_view_of(out, args, cls):
+    """Outputs of view ops share data and version counter with the root base, and
+    remember how to re-derive themselves from it (for in-place changes: views.py)."""
+    base = args[0]
     if isinstance(base, Tensor) and np.may_share_memory(out._data, base._data):
         out._version_counter = base._version_counter
         out._base = base._base if base._base is not None else base
+        out._view_fn = ViewFn(cls, args[1:], base._view_fn if base._base is not None
+                              else None)

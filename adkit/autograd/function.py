@@ -290,6 +290,9 @@ class _SingleLevelFunction(FunctionCtx, _HookMixin, metaclass=FunctionMeta):
     _arrays_in = False
     # View ops set this: outputs share input 0's data and version counter.
     is_view = False
+    # In-place built-ins set this to the position of the argument they write into, so
+    # the eager path can refuse (leaf requiring grad...) before any data changes.
+    modifies = None
 
     @staticmethod
     def forward(*args, **kwargs):

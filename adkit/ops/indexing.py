@@ -291,6 +291,7 @@ class IndexPut(ArrayFunction):
 
 class SetItem(IndexPut):
     """x[key] = value, in place; rules as IndexPut's."""
+    modifies = 0
     public_name = "__setitem__"
     variants = ("method",)
 

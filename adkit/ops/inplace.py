@@ -55,19 +55,6 @@ def _in_dtype(operand, dtype):
     return operand
 
 
-def _check_history(x):
-    """Refuse before writing (the core checks only after forward has run)."""
-    if STATE.enabled and x.requires_grad:
-        if x.is_leaf:
-            raise RuntimeError("a leaf Variable that requires grad is being used in an "
-                               "in-place operation.")
-        base = getattr(x, "_base", None)
-        if base is not None and base.requires_grad:
-            raise RuntimeError("a view of a tensor that requires grad is being modified "
-                               "in place; adkit does not rebase the history of views yet. "
-                               "Modify the base tensor, or use an out-of-place op.")
-
-
 def _grad_possible(*operands):
     """Whether a rule may later run on these operands (grad, or any transform level)."""
     if _dispatch._STACK.get():
@@ -92,7 +79,6 @@ def _zero_grad(ctx, grad):
 
 def _guarded_apply(cls, x, *args, **kwargs):
     """The public call of an op with a regular signature: check x, then apply."""
-    _check_history(x)
     return cls.apply(x, *args, **kwargs)
 
 
@@ -121,6 +107,7 @@ def _add_sub(ufunc, x, other, alpha):
 
 class _AddSubInplace(ArrayFunction):
     """x <- x + sign * alpha * y;  grad_x = grad, grad_y = sum_to(sign * alpha * grad)."""
+    modifies = 0
     variants = ("method",)
     sign = 1
 
@@ -143,7 +130,6 @@ class _AddSubInplace(ArrayFunction):
 
     @classmethod
     def interface(cls, x, other, *, alpha=1):
-        _check_history(x)
         return cls.apply(x, other, alpha)
 
 
@@ -173,7 +159,6 @@ class SubInplace(_AddSubInplace):
 
 def _mul_div_interface(cls, x, other):
     """Clone x (as `original`) only when the other operand may need a gradient."""
-    _check_history(x)
     if not _grad_possible(x, other):
         return cls.apply(x, other, None)
     other = _unalias(x, other)
@@ -183,6 +168,7 @@ def _mul_div_interface(cls, x, other):
 class MulInplace(ArrayFunction):
     """x <- x * y;  grad_x = grad * y, grad_y = sum_to(grad * x0, y.shape), where x0 is
     x before the write (the hidden `original`, given only when y may need a gradient)."""
+    modifies = 0
     public_name = "mul_"
     aliases = ("multiply_",)
     variants = ("method",)
@@ -240,6 +226,7 @@ def _load_operands(ctx):
 class DivInplace(ArrayFunction):
     """x <- x / y;  grad_x = grad / y, grad_y = sum_to(-grad * x0 / y^2, y.shape), where x0
     is x before the write (the hidden `original`, given only when y may need a gradient)."""
+    modifies = 0
     public_name = "div_"
     aliases = ("divide_", "true_divide_")
     variants = ("method",)
@@ -279,6 +266,7 @@ class DivInplace(ArrayFunction):
 class CopyInplace(ArrayFunction):
     """x <- src broadcast to x's shape and cast to x's dtype;
     grad_x = 0, grad_src = sum_to(grad, src.shape) in src's dtype."""
+    modifies = 0
     public_name = "copy_"
     variants = ("method",)
 
@@ -317,7 +305,6 @@ class CopyInplace(ArrayFunction):
         if not isinstance(src, Tensor):
             raise TypeError(f"copy_(): argument 'src' (position 1) must be Tensor, not "
                             f"{type(src).__name__}")
-        _check_history(x)
         return cls.apply(x, src, non_blocking)
 
 
@@ -335,6 +322,7 @@ def _check_same_or_broadcast(shape, src_shape):
 
 class ZeroInplace(ArrayFunction):
     """x <- 0;  grad_x = 0."""
+    modifies = 0
     public_name = "zero_"
     variants = ("method",)
 
@@ -362,6 +350,7 @@ class ZeroInplace(ArrayFunction):
 class FillInplace(ArrayFunction):
     """x <- value (a number or 0-d tensor, cast to x's dtype);
     grad_x = 0, grad_value = sum(grad)."""
+    modifies = 0
     public_name = "fill_"
     variants = ("method",)
 
@@ -397,6 +386,7 @@ class ClampInplace(ArrayFunction):
     """x <- min(max(x, lo), hi) (a missing bound is skipped); with x0 = x before the write:
     grad_x = grad * [lo <= x0 <= hi], grad_lo = grad * [x0 < lo and lo < hi],
     grad_hi = grad * [x0 > hi or hi < lo] (each summed to its bound's shape)."""
+    modifies = 0
     public_name = "clamp_"
     aliases = ("clip_",)
     variants = ("method",)
@@ -444,7 +434,6 @@ class ClampInplace(ArrayFunction):
 
     @classmethod
     def interface(cls, x, min=None, max=None):
-        _check_history(x)
         if not _grad_possible(x, min, max):
             return cls.apply(x, min, max, None)
         lo, hi = _unalias(x, min), _unalias(x, max)
@@ -479,6 +468,7 @@ def _less(a, b, dtype):
 
 class ExpInplace(ArrayFunction):
     """x <- exp(x);  grad_x = grad * out (the output is saved, as in PyTorch)."""
+    modifies = 0
     public_name = "exp_"
     variants = ("method",)
 

@@ -235,6 +235,7 @@ class IndexAdd(ArrayFunction):
 
 class IndexAdd_(IndexAdd):  # noqa: N801  (PyTorch's name)
     """index_add in place on x; rules as IndexAdd's."""
+    modifies = 0
     public_name = "index_add_"
     variants = ("method",)
 

@@ -208,7 +208,7 @@ def _keeps_specs(graph, n, change):
     data = graph.nx.nodes[n]
     if isinstance(change, Replace):
         u, out = change.value
-        return len(data["specs"]) == 1 and graph.specs_of(u)[out] == data["specs"][0]
+        return True
     args = {pos: (u, out) for pos, u, out in graph.args_of(n)}
     args.update(change.args)
     specs_in = {pos: graph.specs_of(u)[out] for pos, (u, out) in args.items()}

@@ -320,7 +320,7 @@ def _infer_dtype(data):
 def _to_array(data, dtype=None, copy=True):
     dtype = dtypes.to_dtype(dtype)
     if isinstance(data, Tensor):
-        arr = data._data
+        arr = np.asarray(data)  # not ._data: a traced or batched tensor has no values
     elif isinstance(data, np.ndarray):
         arr = data
     else:
@@ -411,7 +411,9 @@ def full(size, fill_value, dtype=None, requires_grad=False):
 
 
 def _like_dtype(t, dtype):
-    return (dtypes.to_dtype(dtype) or dtypes.from_numpy_dtype(np.asarray(t).dtype)).np
+    if dtype is not None:
+        return dtypes.to_dtype(dtype).np
+    return t._data.dtype if isinstance(t, Tensor) else np.asarray(t).dtype
 
 
 def zeros_like(t, dtype=None, requires_grad=False):

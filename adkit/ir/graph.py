@@ -7,7 +7,7 @@ Does not: trace (trace.py), evaluate (evaluate.py) or print (printing.py).
 |---|---|
 | `input` node  | `kind="input"`, `index`, `shape`, `dtype` |
 | `const` node  | `kind="const"`, `value` (ndarray), `shape`, `dtype` |
-| `op` node     | `kind="op"`, `op` (Function class), `params` (dict by parameter name), `specs` (one `TensorSpec` per output), `shape`/`dtype` (of output 0), `source` ("file:line" of the call) |
+| `op` node     | `kind="op"`, `op` (Function class), `params` (dict by parameter name), `specs` (one `TensorSpec` per output), `shape`/`dtype` (of output 0), `source` ("file:line" of the call), `aliases` (per output: the argument position it overwrites in place, or None) |
 | `output` node | `kind="output"`, `index` |
 | edge u -> v   | key = `pos` = argument position at v; `out` = which output of u |
 
@@ -53,19 +53,29 @@ class Graph:
         return n
 
     def add_const(self, value):
-        value = np.asarray(value)
+        value = np.array(value)  # a private, read-only copy: evaluation hands it out
+        value.setflags(write=False)
         n = self._new_id()
         spec = spec_of(value)
         self.nx.add_node(n, kind="const", value=value, shape=spec.shape, dtype=spec.dtype)
         return n
 
-    def add_op(self, op, args, params, specs, source=None):
-        """`args`: {position: (node, out)} for the tensor arguments."""
+    def add_op(self, op, args, params=None, specs=None, source=None, aliases=None):
+        """Add `op` applied to `args` ({position: (node, out)} for the tensor arguments)
+        and `params` (static arguments by name). Without `specs`, the op's own shape rule
+        gives them. `aliases[i]`: the argument position output i overwrites in place."""
+        params = params or {}
+        if specs is None:
+            specs_in = {pos: self.specs_of(u)[out] for pos, (u, out) in args.items()}
+            inferred = rules.infer(op, specs_in, params)
+            specs, aliases = inferred.specs, inferred.aliases
         n = self._new_id()
         specs = tuple(specs)
         self.nx.add_node(n, kind="op", op=op, params=dict(params), specs=specs,
                          shape=specs[0].shape if specs else (),
-                         dtype=specs[0].dtype if specs else None, source=source)
+                         dtype=specs[0].dtype if specs else None, source=source,
+                         aliases=tuple(aliases) if aliases is not None else
+                         (None,) * len(specs))
         for pos, (u, out) in sorted(args.items()):
             self.nx.add_edge(u, n, key=pos, pos=pos, out=out)
         return n
@@ -165,10 +175,10 @@ class Graph:
         and output numbering, and specs that the op's rule does not re-derive."""
         order = self.topo_order()
         for n in order:
+            _check_schema(self, n)
+        for n in order:
             data = self.nx.nodes[n]
-            kind = data.get("kind")
-            if kind not in ("input", "const", "op", "output"):
-                raise GraphError(f"node {n} has unknown kind {kind!r}")
+            kind = data["kind"]
             args = self.args_of(n)
             positions = [p for p, _, _ in args]
             if len(set(positions)) != len(positions):
@@ -184,10 +194,48 @@ class Graph:
             if kind == "op":
                 _check_op_node(self, n, data, args)
         for kind in ("input", "output"):
-            idx = sorted(self.nx.nodes[n]["index"] for n in self.nodes_of(kind))
-            if idx != list(range(len(idx))):
-                raise GraphError(f"{kind} indices must be 0..{len(idx) - 1}, got {idx}")
+            nodes = self.nodes_of(kind)
+            for want, n in enumerate(nodes):
+                if self.nx.nodes[n]["index"] != want:
+                    got = [self.nx.nodes[m]["index"] for m in nodes]
+                    raise GraphError(f"{kind} node {n} has index {self.nx.nodes[n]['index']}, "
+                                     f"but {kind} indices must be 0..{len(nodes) - 1} "
+                                     f"(got {got})")
         return True
+
+
+_REQUIRED = {"input": ("index", "shape", "dtype"), "const": ("value", "shape", "dtype"),
+             "op": ("op", "params", "specs", "shape", "dtype"), "output": ("index",)}
+
+
+def _check_schema(graph, n):
+    """The node's attributes and its incoming edges' attributes exist and agree."""
+    data = graph.nx.nodes[n]
+    kind = data.get("kind")
+    if kind not in _REQUIRED:
+        raise GraphError(f"node {n} has kind {kind!r}; kinds are input, const, op, output "
+                         "(a node without one was probably created by adding an edge to "
+                         "a node that does not exist)")
+    missing = [a for a in _REQUIRED[kind] if a not in data]
+    if missing:
+        raise GraphError(f"{kind} node {n} lacks the attribute(s) {missing}")
+    if kind == "op" and data["specs"] and (tuple(data["shape"]), data["dtype"]) != \
+            (tuple(data["specs"][0].shape), data["specs"][0].dtype):
+        raise GraphError(f"op node {n}: shape/dtype {data['shape']}/{data['dtype']} disagree "
+                         f"with specs[0] {data['specs'][0]}")
+    if kind == "const" and (tuple(data["shape"]), data["dtype"]) != tuple(spec_of(data["value"])):
+        raise GraphError(f"const node {n}: shape/dtype {data['shape']}/{data['dtype']} "
+                         f"disagree with its value {spec_of(data['value'])}")
+    positions = [e.get("pos") for _, _, e in graph.nx.in_edges(n, data=True)]
+    if len(set(positions)) != len(positions):
+        raise GraphError(f"node {n}: two arguments at the same position ({positions})")
+    for u, _, key, edge in graph.nx.in_edges(n, keys=True, data=True):
+        if "pos" not in edge or "out" not in edge:
+            raise GraphError(f"node {n}: its incoming edge from node {u} lacks 'pos' or "
+                             "'out' (add edges with key=pos, pos=..., out=...)")
+        if key != edge["pos"]:
+            raise GraphError(f"node {n}: its incoming edge from node {u} has key {key} but "
+                             f"pos {edge['pos']} (the key must be the position)")
 
 
 def _check_op_node(graph, n, data, args):
@@ -199,7 +247,7 @@ def _check_op_node(graph, n, data, args):
                              "missing: no edge at that position and no param")
     specs_in = {p: graph.specs_of(u)[out] for p, u, out in args}
     try:
-        derived, _ = rules.infer(data["op"], specs_in, data["params"])
+        derived = rules.infer(data["op"], specs_in, data["params"]).specs
     except Exception as e:
         raise GraphError(f"node {n} ({data['op'].__name__}): its inputs do not fit the op: "
                          f"{e}") from None

@@ -11,6 +11,7 @@ Does not: change graphs. The listing is part of the API (a golden test pins it):
 """
 import itertools
 import os
+import re
 import shutil
 import string
 import subprocess
@@ -48,7 +49,14 @@ def name_values(graph):
 
 
 def op_name(op):
-    return getattr(op, "public_name", None) or op.__name__
+    """The op's public name; built-ins behind another public call (e.g. Max behind
+    ak.max) print their class name in snake_case; user Functions their class name."""
+    name = getattr(op, "public_name", None)
+    if name:
+        return name
+    if getattr(op, "_arrays_in", False):
+        return re.sub(r"(?<!^)(?=[A-Z])", "_", op.__name__).lower()
+    return op.__name__
 
 
 def _format_param(value):
@@ -157,6 +165,10 @@ def render(graph, path):
 
 
 def to_svg(graph):
+    """SVG text of the picture, or None when Graphviz is missing (so notebooks fall back
+    to the text form instead of printing a traceback)."""
+    if shutil.which("dot") is None:
+        return None
     result = subprocess.run([_dot_program(), "-Tsvg"], input=to_dot(graph).encode(),
                             check=True, capture_output=True)
     return result.stdout.decode()

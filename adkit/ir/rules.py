@@ -74,21 +74,27 @@ def stand_in(spec):
     return np.broadcast_to(np.zeros((), spec.dtype.np), spec.shape)
 
 
+Inference = namedtuple("Inference", ("specs", "aliases", "is_tuple"))
+
+
 def infer(op, specs_in, params):
-    """(output specs, aliases): aliases[i] is the input position that output i *is*
-    (modified in place), else None. Uses `op.infer(*args)` when the op has one (args with
-    stand-in arrays for tensors; it returns arrays or specs), else runs the op eagerly on
-    zeros (also how user Functions are inferred: one opaque node each)."""
+    """Inference(output specs, aliases, is_tuple): aliases[i] is the input position that
+    output i *is* (modified in place), else None; is_tuple says whether the op returns a
+    tuple (even of one). Uses `op.infer(*args)` when the op has one (args with stand-in
+    arrays for tensors; it returns arrays or specs), else runs the op eagerly on zeros
+    (also how user Functions are inferred: one opaque node each)."""
     rule = getattr(op, "infer", None)
     if rule is not None:
         args = join_args(op, {p: stand_in(s) for p, s in specs_in.items()}, params)
         out = rule(*args)
-        outs = out if isinstance(out, tuple) and not isinstance(out, TensorSpec) else (out,)
-        return tuple(_as_spec(o) for o in outs), (None,) * len(outs)
+        is_tuple = isinstance(out, tuple) and not isinstance(out, TensorSpec)
+        outs = out if is_tuple else (out,)
+        return Inference(tuple(_as_spec(o) for o in outs), (None,) * len(outs), is_tuple)
     zeros = {p: _make(np.zeros(s.shape, s.dtype.np)) for p, s in specs_in.items()}
     with _dispatch.no_interpreters(), no_grad(), np.errstate(all="ignore"):
         out = op.apply(*join_args(op, zeros, params))
-    outs = out if isinstance(out, tuple) else (out,)
+    is_tuple = isinstance(out, tuple)
+    outs = out if is_tuple else (out,)
     specs, aliases = [], []
     for o in outs:
         if not isinstance(o, Tensor):
@@ -96,7 +102,7 @@ def infer(op, specs_in, params):
                             "return tensors")
         specs.append(spec_of(o))
         aliases.append(next((p for p, z in zeros.items() if z is o), None))
-    return tuple(specs), tuple(aliases)
+    return Inference(tuple(specs), tuple(aliases), is_tuple)
 
 
 def _as_spec(o):

@@ -17,7 +17,7 @@ from .._pytree import tree_flatten, tree_unflatten
 from ..autograd._eager import needs_tape, record
 from ..autograd.forward_ad import STATE as FORWARD_AD, apply_with_tangents, tangent_level
 from ..tensor import Tensor
-from . import rules
+from . import printing, rules
 from .graph import Graph
 
 
@@ -115,8 +115,8 @@ class TracingInterpreter(_dispatch.Interpreter):
                                        "supported); pass it as an argument instead")
             return value._node, value._out
         key = id(value)
-        if key not in self._consts:
-            self._consts[key] = (self.graph.add_const(value._data), value)
+        if key not in self._consts:  # captured by value, as JAX does: a snapshot
+            self._consts[key] = (self.graph.add_const(np.array(value._data)), value)
         return self._consts[key][0], 0
 
     def process(self, cls, args):
@@ -137,23 +137,44 @@ class TracingInterpreter(_dispatch.Interpreter):
         edges = {pos: self.lift(t) for pos, t in tensors.items()}
         specs_in = {pos: self.graph.specs_of(u)[out] for pos, (u, out) in edges.items()}
         try:
-            specs, aliases = rules.infer(cls, specs_in, params)
+            inferred = rules.infer(cls, specs_in, params)
         except TracerValueError:
             raise
-        except (ValueError, RuntimeError, TypeError, IndexError) as e:
-            shapes = ", ".join(f"{s.dtype.name}{list(s.shape)}" for s in specs_in.values())
-            name = getattr(cls, "public_name", None) or cls.__name__
-            raise type(e)(f"{name} on inputs of shape {shapes}: {e}") from e
-        node = self.graph.add_op(cls, edges, params, specs, source=_user_source())
+        except Exception as e:
+            raise _inference_error(cls, specs_in, e) from e
+        node = self.graph.add_op(cls, edges, params, inferred.specs, source=_user_source(),
+                                 aliases=inferred.aliases)
         outs = []
-        for i, (spec, alias) in enumerate(zip(specs, aliases)):
+        for i, (spec, alias) in enumerate(zip(inferred.specs, inferred.aliases)):
             if alias is not None:  # an in-place op: the input now names the new value
                 t = tensors[alias]
+                if not isinstance(t, TracerTensor):
+                    raise TracerValueError(
+                        f"{printing.op_name(cls)} modifies in place a tensor that is not an "
+                        "input of the traced function (a closed-over tensor); the graph "
+                        "cannot change outside state: clone it first, or pass it as an "
+                        "argument")
                 t._node, t._out = node, i
                 outs.append(t)
             else:
                 outs.append(_new_tracer(self, node, i, spec))
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return tuple(outs) if inferred.is_tuple else outs[0]
+
+
+def _inference_error(cls, specs_in, error):
+    """The same kind of error, saying which op failed on which input shapes (and, for a
+    user Function, how to give it a shape rule)."""
+    shapes = ", ".join(f"{s.dtype.name}{list(s.shape)}" for s in specs_in.values())
+    message = f"{printing.op_name(cls)} on inputs of shape {shapes}: {error}"
+    if not cls._arrays_in and getattr(cls, "infer", None) is None:
+        message += (". While tracing, adkit learns a Function's output shapes by running its "
+                    "forward on zeros; if that cannot work, give the Function a staticmethod "
+                    "`infer(*args)` returning its output(s) as arrays or "
+                    "adkit.ir.TensorSpec(shape, dtype)")
+    try:
+        return type(error)(message)
+    except Exception:
+        return RuntimeError(message)
 
 
 _ADKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -51,6 +51,11 @@ class UnaryElementwise(ArrayFunction):
         """Shape/dtype rule for tracing: x's shape; the dtype forward gives on one element."""
         return _spec_array(cls.forward(_tiny(x)), x.shape)
 
+    @classmethod
+    def vmap(cls, info, in_dims, x):
+        """Batching rule: elementwise, so the batch dim stays where it is."""
+        return cls.apply(x), in_dims[0]
+
     @staticmethod
     def setup_context(ctx, inputs, output):
         saves = ctx._forward_cls.saves
@@ -115,6 +120,16 @@ class BinaryElementwise(ArrayFunction):
     def partials(x, y, out):
         raise NotImplementedError("BinaryElementwise subclasses define partials(x, y, out)")
 
+    @classmethod
+    def vmap(cls, info, in_dims, x, y):
+        """Batching rule: batch dims to the front, per-example dims padded to a common
+        rank (so broadcasting lines up), then the dtype the per-example op would give."""
+        logical = [_logical(a, d) for a, d in zip((x, y), in_dims)]
+        xb, yb = align_batched((x, y), in_dims)
+        out = cls.apply(xb, yb)
+        want = cls.infer(*logical).dtype
+        return (out if out._data.dtype == want else out.to(want)), 0
+
     @staticmethod
     def _saved_operands(ctx):
         saved_x, saved_y, out = ctx.saved_tensors or (None, None, None)
@@ -144,6 +159,32 @@ class BinaryElementwise(ArrayFunction):
             return None
         total = terms[0] if len(terms) == 1 else terms[0] + terms[1]
         return total.expand(out_shape) if total._data.shape != out_shape else total
+
+
+def align_batched(args, in_dims):
+    """Tensors batched along in_dims, with the batch dim moved to the front and their
+    per-example dims padded with 1s to the largest per-example rank, so that numpy
+    broadcasting matches the per-example op. Unbatched arguments are left as they are."""
+    rank = max((np.ndim(a) - (d is not None) for a, d in zip(args, in_dims)), default=0)
+    result = []
+    for a, d in zip(args, in_dims):
+        if d is not None:
+            a = a.movedim(d, 0)
+            extra = rank - (a.ndim - 1)
+            if extra:
+                a = a.reshape((a.shape[0],) + (1,) * extra + tuple(a.shape[1:]))
+        result.append(a)
+    return result
+
+
+def _logical(a, d):
+    """A zero-cost stand-in for one example of a (possibly batched) argument."""
+    if not isinstance(a, Tensor):
+        return a
+    shape = tuple(a.shape)
+    if d is not None:
+        shape = shape[:d] + shape[d + 1:]
+    return np.broadcast_to(np.zeros((), a._data.dtype), shape)
 
 
 def _tiny(x):
@@ -189,6 +230,16 @@ class Reduction(ArrayFunction):
         ctx.keepdim = keepdim
         ctx.input_shape = tuple(x.shape)
         ctx.save_for_backward(x, output)
+
+    @classmethod
+    def vmap(cls, info, in_dims, x, dim=None, keepdim=False, *rest):
+        """Batching rule: batch dim to the front, reduced dims shifted past it."""
+        if any(d is not None for d in in_dims[1:]):
+            raise RuntimeError(f"vmap: {cls.__name__} cannot batch over a non-tensor argument")
+        x = x.movedim(in_dims[0], 0)
+        ndim = x.ndim - 1
+        dims = tuple(range(ndim)) if dim is None or dim == () else normalize_dims(dim, ndim)
+        return cls.apply(x, tuple(d + 1 for d in dims), keepdim, *rest), 0
 
     @staticmethod
     def grad_to_input(ctx, grad):

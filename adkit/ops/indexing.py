@@ -22,7 +22,7 @@ def _index_item(item):
     if item is None or item is Ellipsis:
         return item
     if isinstance(item, Tensor):
-        item = item._data
+        item = np.asarray(item)  # a traced/batched index raises here: it has no values
     if isinstance(item, slice):
         start, stop, step = (None if v is None else v.__index__()
                              for v in (item.start, item.stop, item.step))

@@ -415,3 +415,45 @@ class Repeat(ArrayFunction):
     @classmethod
     def interface(cls, x, *sizes):
         return cls.apply(x, _shape_args(sizes))
+
+
+@public("movedim")
+def movedim(x, source, destination):
+    """x with dims `source` moved to positions `destination` (ints or sequences), the
+    other dims keeping their order (a permute, so a view)."""
+    src = (source,) if isinstance(source, int) else tuple(source)
+    dst = (destination,) if isinstance(destination, int) else tuple(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(src)} "
+                           f"dims) should contain the same number of dims as destination "
+                           f"({list(dst)} dims)")
+    ndim = x.ndim
+    src = [wrap_dim(d, ndim) for d in src]
+    dst = [wrap_dim(d, ndim) for d in dst]
+    order = [None] * ndim
+    for s, d in zip(src, dst):
+        order[d] = s
+    rest = iter(d for d in range(ndim) if d not in src)
+    order = [next(rest) if o is None else o for o in order]
+    if order == list(range(ndim)):
+        return x
+    return Permute.apply(x, tuple(order))
+
+
+@public("select")
+def select(x, dim, index):
+    """x indexed by `index` along `dim` (that dim removed): a view."""
+    d = wrap_dim(dim, x.ndim)
+    return x[(slice(None),) * d + (index,)]
+
+
+@public("narrow")
+def narrow(x, dim, start, length):
+    """x restricted to [start, start + length) along `dim`: a view."""
+    d = wrap_dim(dim, x.ndim)
+    size = x.shape[d]
+    start = start + size if start < 0 else start
+    if not 0 <= start <= size or length < 0 or start + length > size:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size "
+                           f"({size}).")
+    return x[(slice(None),) * d + (slice(start, start + length),)]

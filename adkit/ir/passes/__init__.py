@@ -3,6 +3,8 @@
 Owns: the public list of passes. Clean-up (cleanup.py): `dce`, `cse`, `fold_constants`,
 `pipeline`; algebra (simplify.py): `simplify`. Does not: hold pass logic itself.
 A user pass is a plain function of the same shape: copy, edit `graph.nx`, return.
+NB: the name `simplify` here is the function; its rule table is
+`from adkit.ir.passes.simplify import RULES` (extend it and pass `rules=`).
 """
 from .cleanup import cse, dce, fold_constants, pipeline
 from .simplify import simplify

@@ -45,7 +45,7 @@ def writes_in_place(graph, n):
     if aliases is None:
         specs_in = {pos: graph.specs_of(u)[out] for pos, u, out in graph.args_of(n)}
         try:
-            _, aliases = rules.infer(data["op"], specs_in, data["params"])
+            aliases = rules.infer(data["op"], specs_in, data["params"]).aliases
         except Exception:
             return True  # NB: "cannot tell" must count as "maybe writes": the safe answer
     return any(a is not None for a in aliases)

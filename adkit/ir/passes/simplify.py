@@ -208,13 +208,13 @@ def _keeps_specs(graph, n, change):
     data = graph.nx.nodes[n]
     if isinstance(change, Replace):
         u, out = change.value
-        return True
+        return len(data["specs"]) == 1 and graph.specs_of(u)[out] == data["specs"][0]
     args = {pos: (u, out) for pos, u, out in graph.args_of(n)}
     args.update(change.args)
     specs_in = {pos: graph.specs_of(u)[out] for pos, (u, out) in args.items()}
     try:
-        derived, _ = shape_rules.infer(data["op"], specs_in, {**data["params"],
-                                                              **change.params})
+        derived = shape_rules.infer(data["op"], specs_in, {**data["params"],
+                                                              **change.params}).specs
     except Exception:
         return False
     return tuple(derived) == tuple(data["specs"])

@@ -238,6 +238,9 @@ class Reduction(ArrayFunction):
             raise RuntimeError(f"vmap: {cls.__name__} cannot batch over a non-tensor argument")
         x = x.movedim(in_dims[0], 0)
         ndim = x.ndim - 1
+        if ndim == 0:  # a per-example scalar: reduce a size-1 dim (() would mean "all")
+            normalize_dims(dim, 0)  # still reject an out-of-range dim, as PyTorch does
+            return cls.apply(x.reshape((x.shape[0], 1)), (1,), False, *rest), 0
         dims = tuple(range(ndim)) if dim is None or dim == () else normalize_dims(dim, ndim)
         return cls.apply(x, tuple(d + 1 for d in dims), keepdim, *rest), 0
 

@@ -24,6 +24,7 @@ __all__ = ["dual_level", "make_dual", "unpack_dual", "enter_dual_level",
 class _ForwardADState(threading.local):
     def __init__(self):
         self.levels = []  # active level ids, innermost last
+        self.busy = []  # levels whose Function call is being processed (tangents inert)
         self.last_ctx = None  # the ctx of the last forward(ctx, ...) run under a level
 
 
@@ -127,13 +128,14 @@ def _lower(t, level):
 
 
 def tangent_level(args):
-    """The innermost active level at which some argument carries a tangent, or None."""
+    """The innermost active level at which some argument carries a tangent, or None
+    (a level whose jvp rule is running right now does not count: see below)."""
     levels = STATE.levels
     best = -1
     for a in args:
         if isinstance(a, Tensor) and a._fw:
             for level in a._fw:
-                if level in levels:
+                if level in levels and level not in STATE.busy:
                     best = max(best, levels.index(level))
     return levels[best] if best >= 0 else None
 
@@ -141,19 +143,21 @@ def tangent_level(args):
 # ---------------------------------------------------------------- Function.apply
 def apply_with_tangents(cls, args, level):
     """Function.apply when an argument has a tangent at `level`: the primal through the
-    ordinary path on lowered arguments, then the tangents through `cls.jvp`."""
-    lowered = tuple(_lower(a, level) if _has(a, level) else a for a in args)
+    ordinary path, then the tangents through `cls.jvp`, both with `level` busy (its
+    tangents inert), so neither computes tangents of tangents at the same level. The
+    tensors saved for backward keep their tangents: a backward run later, with the level
+    active, then carries tangents too (forward-over-reverse, e.g. jacfwd(jacrev(f)))."""
     tangents = [a._fw[level] if _has(a, level) else None for a in args]
     ctx_style = not cls._arrays_in and not cls._uses_setup_context()
-    if ctx_style and any(isinstance(a, Tensor) and a._fw for a in lowered):
-        raise RuntimeError(f"{cls.__name__}: nested forward-AD levels need a Function "
-                           "written with forward(*args) and setup_context(ctx, inputs, "
-                           "output); forward(ctx, *args) cannot be re-run per level")
-    STATE.last_ctx = None
-    outputs = cls.apply(*lowered)
-    ctx = STATE.last_ctx if ctx_style else _jvp_context(cls, lowered, outputs, tangents)
-    out_tangents = _run_jvp(cls, ctx, lowered, tangents)
-    return _attach(outputs, out_tangents, args, lowered, level)
+    STATE.busy.append(level)
+    try:
+        STATE.last_ctx = None
+        outputs = cls.apply(*args)
+        ctx = STATE.last_ctx if ctx_style else _jvp_context(cls, args, outputs, tangents)
+        out_tangents = _run_jvp(cls, ctx, args, tangents)
+    finally:
+        STATE.busy.pop()
+    return _attach(outputs, out_tangents, level)
 
 
 def _has(a, level):
@@ -184,9 +188,9 @@ def _run_jvp(cls, ctx, inputs, tangents):
     return result
 
 
-def _attach(outputs, out_tangents, args, lowered, level):
-    """Hang each output's tangent on it at `level`; an input modified in place comes back
-    as the caller's own tensor, with the new history and tangent."""
+def _attach(outputs, out_tangents, level):
+    """Hang each output's tangent on it at `level` (an input modified in place is its
+    own output: its tangent is replaced)."""
     single = not isinstance(outputs, tuple)
     outs = [outputs] if single else list(outputs)
     tans = [out_tangents] if single or not isinstance(out_tangents, tuple) \
@@ -196,11 +200,6 @@ def _attach(outputs, out_tangents, args, lowered, level):
     for i, (out, tangent) in enumerate(zip(outs, tans)):
         if not isinstance(out, Tensor):
             continue
-        for a, low in zip(args, lowered):
-            if out is low and low is not a:  # modified in place: give back the original
-                a._grad_fn, a._output_nr = low._grad_fn, low._output_nr
-                a._requires_grad, a._fw = low._requires_grad, low._fw
-                outs[i] = out = a
         if tangent is None or not out.is_floating_point():
             continue
         if not isinstance(tangent, Tensor):

@@ -1,4 +1,8 @@
-"""adkit.func mirrors torch.func: composable function transforms."""
+"""adkit.func mirrors torch.func: composable function transforms (grad, vjp, jvp, vmap,
+jacrev, jacfwd, hessian, linearize). Re-exports only."""
+from ._autodiff import (grad, grad_and_value, hessian, jacfwd, jacrev, jvp, linearize,
+                        vjp)
 from ._vmap import BatchedTensor, BatchInterpreter, vmap
 
-__all__ = ["vmap", "BatchedTensor", "BatchInterpreter"]
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "vmap", "jacrev", "jacfwd", "hessian",
+           "linearize", "BatchedTensor", "BatchInterpreter"]

@@ -57,6 +57,22 @@ class BatchedTensor(Tensor):
         return (f"BatchedTensor(per-example shape={list(self._data.shape)}, "
                 f"bdim={self._bdim}, value={self._value!r})")
 
+    def detach(self):
+        """The same batch, cut from the autograd tape (still batched)."""
+        return wrap(self._level, self._value.detach(), self._bdim)
+
+    @property
+    def data(self):
+        return self.detach()
+
+    @property
+    def requires_grad(self):
+        return self._value.requires_grad
+
+    @property
+    def grad_fn(self):
+        return self._value.grad_fn
+
 
 def wrap(level, value, bdim):
     """A BatchedTensor of `level` over `value`, batched along `bdim`."""

@@ -14,7 +14,7 @@ from ..tensor import Tensor
 from ._families import ArrayFunction, BinaryElementwise, public
 from ._helpers import (cast_result, float_cast_result, load_mixed, save_mixed, shape_of,
                        sum_to)
-from .comparison import Where, not_implemented_for
+from .comparison import Where, align_promoted, not_implemented_for
 
 
 def _is_bool(v):
@@ -295,6 +295,12 @@ class Clamp(ArrayFunction):
     @staticmethod
     def setup_context(ctx, inputs, output):
         save_mixed(ctx, inputs)
+
+    @classmethod
+    def vmap(cls, info, in_dims, x, lo, hi):
+        """Batching rule: batch dims to the front, per-example ranks aligned, all three
+        operands in the dtype one example promotes them to (bounds may be batched)."""
+        return cls.apply(*align_promoted((x, lo, hi), in_dims)), 0
 
     @staticmethod
     def masks(x, lo, hi):

@@ -3,13 +3,14 @@
 Owns: lt le gt ge eq ne, logical_and/or/xor/not, isnan isfinite isinf (bool results with
 no gradient) and where(cond, x, y) (differentiable in x and y). Comparisons promote both
 operands to their common dtype first, as PyTorch does, so `int_tensor < 1.5` and
-`float32_tensor == 0.1` mean what they mean in PyTorch.
+`float32_tensor == 0.1` mean what they mean in PyTorch. Batching rules promote operands
+by their per-example ranks (`align_promoted`), so vmap computes what each example would.
 """
 import numpy as np
 
 from .. import dtypes
-from ..tensor import from_numpy
-from ._families import ArrayFunction, public
+from ..tensor import Tensor, from_numpy
+from ._families import ArrayFunction, align_batched, public
 from ._helpers import load_mixed, save_mixed, shape_of, sum_to
 
 
@@ -50,8 +51,41 @@ def _promoted(x, y):
     return _as_dtype(x, want), _as_dtype(y, want)
 
 
+def per_example_dtype(args, in_dims):
+    """PyTorch's promoted dtype of one example of args (None args skipped): a batched
+    tensor counts with its per-example rank, so a 0-d example stays a 0-d operand."""
+    operands = [(a.dtype, a.ndim - (d is not None)) if isinstance(a, Tensor) else a
+                for a, d in zip(args, in_dims) if a is not None]
+    return dtypes.result_type(*operands)
+
+
+def cast_tensor(a, want):
+    """Tensor `a` converted to dtype `want` (numbers and None pass through)."""
+    return a.to(want) if isinstance(a, Tensor) and a.dtype != want else a
+
+
+def align_promoted(args, in_dims):
+    """align_batched on args first cast to their per-example promoted dtype (so that the
+    batched op promotes, and so computes, exactly as the per-example op would)."""
+    want = per_example_dtype(args, in_dims)
+    return align_batched([cast_tensor(a, want) for a in args], in_dims)
+
+
 class BoolResult(ArrayFunction):
-    """Base of ops with a bool result: nothing to save, no gradient, no tangent."""
+    """Base of ops with a bool result: nothing to save, no gradient, no tangent.
+    `promotes`: binary operands are compared in their common dtype (not logical ops)."""
+
+    promotes = True
+
+    @classmethod
+    def vmap(cls, info, in_dims, *args):
+        """Batching rule: a unary op keeps the batch dim where it is; a binary one moves
+        batch dims to the front with per-example ranks aligned (and dtypes promoted)."""
+        if len(args) == 1:
+            return cls.apply(*args), in_dims[0]
+        aligned = align_promoted(args, in_dims) if cls.promotes else \
+            align_batched(args, in_dims)
+        return cls.apply(*aligned), 0
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -128,6 +162,7 @@ class Ne(BoolResult):
 class LogicalAnd(BoolResult):
     """z = (x != 0) and (y != 0) (bool, no gradient)."""
     public_name = "logical_and"
+    promotes = False
 
     @staticmethod
     def forward(x, y):
@@ -137,6 +172,7 @@ class LogicalAnd(BoolResult):
 class LogicalOr(BoolResult):
     """z = (x != 0) or (y != 0) (bool, no gradient)."""
     public_name = "logical_or"
+    promotes = False
 
     @staticmethod
     def forward(x, y):
@@ -146,6 +182,7 @@ class LogicalOr(BoolResult):
 class LogicalXor(BoolResult):
     """z = (x != 0) xor (y != 0) (bool, no gradient)."""
     public_name = "logical_xor"
+    promotes = False
 
     @staticmethod
     def forward(x, y):
@@ -269,6 +306,14 @@ class Where(ArrayFunction):
     @staticmethod
     def setup_context(ctx, inputs, output):
         save_mixed(ctx, inputs)
+
+    @classmethod
+    def vmap(cls, info, in_dims, condition, x, y):
+        """Batching rule: batch dims to the front, per-example ranks aligned, x and y in
+        the dtype one example promotes them to."""
+        want = per_example_dtype((x, y), in_dims[1:])
+        args = (condition, cast_tensor(x, want), cast_tensor(y, want))
+        return cls.apply(*align_batched(args, in_dims)), 0
 
     @staticmethod
     def backward(ctx, grad_out):

@@ -3,7 +3,9 @@
 Owns: each op's forward, which writes into x's own array (`ufunc(..., out=x)`) and returns
 that same array, so the core hands back x itself; setup_context calls `ctx.mark_dirty(x)`
 and the core bumps x's version and rebases its history onto this node. x keeps its dtype;
-a result type x cannot hold raises PyTorch's cast error. Does not: implement `x[i] = v`
+a result type x cannot hold raises PyTorch's cast error. Each op's batching rule writes
+into the physical x (its batch dim stays) with the other operands laid out like x, cast to
+the per-example result dtype. Does not: implement `x[i] = v`
 (indexing.py) or the out-of-place ops these mirror (binary.py, unary.py).
 NB: a rule that needs x's value from *before* the write (mul_, div_, clamp_) gets it as
 a hidden tensor argument `original`, a clone the public call makes only when a gradient
@@ -13,7 +15,7 @@ import numpy as np
 
 from .. import _dispatch, dtypes
 from ..autograd.grad_mode import STATE
-from ..tensor import Tensor, zeros_like
+from ..tensor import Tensor, as_tensor, zeros_like
 from ._families import ArrayFunction
 from ._helpers import shape_of, sum_to
 
@@ -36,12 +38,17 @@ def _check_cast(result, x):
                            f"desired output type {_TORCH_NAMES[dst.name]}")
 
 
+def _check_shape(x_shape, *operand_shapes):
+    """x's shape must not change under broadcasting with the operands' shapes."""
+    shape = np.broadcast_shapes(x_shape, *operand_shapes)
+    if shape != x_shape:
+        raise RuntimeError(f"output with shape {list(x_shape)} doesn't match the broadcast "
+                           f"shape {list(shape)}")
+
+
 def _check_target(x, *operands):
     """x must be writable and keep its shape under broadcasting with the operands."""
-    shape = np.broadcast_shapes(x.shape, *[shape_of(o) for o in operands])
-    if shape != x.shape:
-        raise RuntimeError(f"output with shape {list(x.shape)} doesn't match the broadcast "
-                           f"shape {list(shape)}")
+    _check_shape(x.shape, *[shape_of(o) for o in operands])
     if not x.flags.writeable:
         raise RuntimeError("unsupported operation: more than one element of the written-to "
                            "tensor refers to a single memory location. Please clone() the "
@@ -91,6 +98,70 @@ def _total(*terms):
     return total
 
 
+# ---------------------------------------------------------------- batching (vmap)
+_UNBATCHED_SELF = ("vmap: inplace arithmetic(self, *extra_args) is not possible because there "
+                   "exists a Tensor `other` in extra_args that has more elements than `self`. "
+                   "This happened due to `other` being vmapped over but `self` not being "
+                   "vmapped over in a vmap. Please try to use out-of-place operators instead "
+                   "of inplace arithmetic.")
+
+
+def _self_dim(in_dims):
+    """x's batch dim; PyTorch's error when x is unbatched but another operand is batched."""
+    if in_dims[0] is None:
+        raise RuntimeError(_UNBATCHED_SELF)
+    return in_dims[0]
+
+
+def _example_shape(a, d):
+    """The per-example shape of an operand batched along d (None: unbatched)."""
+    shape = shape_of(a)
+    return shape if d is None else shape[:d] + shape[d + 1:]
+
+
+def _example(a, d):
+    """A zero-cost stand-in for one example of an operand (numbers pass through)."""
+    if not isinstance(a, (Tensor, np.ndarray)):
+        return a
+    dtype = a._data.dtype if isinstance(a, Tensor) else a.dtype
+    return np.broadcast_to(np.zeros((), dtype), _example_shape(a, d))
+
+
+def _like_self(a, d, x, xd, dtype=None):
+    """Operand a (batched along d, or None) laid out like the physical x (batched along
+    xd): cast to `dtype`, its batch dim moved to xd (a size-1 dim there if unbatched),
+    its per-example dims padded with leading 1s to x's per-example rank."""
+    if isinstance(a, np.ndarray):
+        a = as_tensor(a)
+    if not isinstance(a, Tensor):
+        return a
+    if dtype is not None and a._data.dtype != dtype.np:
+        a = a.to(dtype.np)
+    if d is None and a.ndim == 0:
+        return a  # broadcasts anywhere
+    a = a.movedim(d, 0) if d is not None else a.unsqueeze(0)
+    extra = x.ndim - a.ndim
+    if extra:
+        a = a.reshape((a.shape[0],) + (1,) * extra + tuple(a.shape[1:]))
+    return a.movedim(0, xd)
+
+
+def _operands_like_self(in_dims, x, operands, result_type):
+    """x's batch dim, and the operands (batched along in_dims[1:]) laid out like x and cast
+    to the per-example result dtype (so promotion and broadcasting are per example)."""
+    xd = _self_dim(in_dims)
+    dims = in_dims[1:1 + len(operands)]
+    given = [(a, d) for a, d in zip(operands, dims) if a is not None]
+    dtype = result_type(_example(x, xd), *[_example(a, d) for a, d in given])
+    _check_shape(_example_shape(x, xd), *[_example_shape(a, d) for a, d in given])
+    return xd, [_like_self(a, d, x, xd, dtype) for a, d in zip(operands, dims)]
+
+
+def _self_only_rule(cls, info, in_dims, x):
+    """Batching rule: write into the physical x; its batch dim stays where it is."""
+    return cls.apply(x), in_dims[0]
+
+
 def _add_sub(ufunc, x, other, alpha):
     """x <- ufunc(x, alpha * other), computed in the promoted dtype, stored in x's."""
     result = dtypes.result_type(x, other)
@@ -132,6 +203,13 @@ class _AddSubInplace(ArrayFunction):
     def interface(cls, x, other, *, alpha=1):
         return cls.apply(x, other, alpha)
 
+    @classmethod
+    def vmap(cls, info, in_dims, x, other, alpha=1):
+        """Batching rule: write into the physical x (its batch dim stays), other laid out
+        like x."""
+        xd, (other,) = _operands_like_self(in_dims, x, (other,), dtypes.result_type)
+        return cls.apply(x, other, alpha), xd
+
 
 class AddInplace(_AddSubInplace):
     """x <- x + alpha * y;  grad_x = grad, grad_y = sum_to(alpha * grad, y.shape)."""
@@ -163,6 +241,15 @@ def _mul_div_interface(cls, x, other):
         return cls.apply(x, other, None)
     other = _unalias(x, other)
     return cls.apply(x, other, x.clone() if _grad_possible(other) else None)
+
+
+def _mul_div_rule(cls, info, in_dims, x, other, original=None):
+    """Batching rule: write into the physical x (its batch dim stays), other and the
+    hidden `original` laid out like x."""
+    result = dtypes.float_result_type if cls is DivInplace else dtypes.result_type
+    xd, (other,) = _operands_like_self(in_dims, x, (other,), result)
+    original = _like_self(original, in_dims[2], x, xd)
+    return cls.apply(x, _unalias(x, other), original), xd
 
 
 class MulInplace(ArrayFunction):
@@ -202,6 +289,7 @@ class MulInplace(ArrayFunction):
                       None if other_t is None else other_t * original)
 
     interface = classmethod(_mul_div_interface)
+    vmap = classmethod(_mul_div_rule)
 
 
 def _save_operands(ctx, other, original):
@@ -261,6 +349,7 @@ class DivInplace(ArrayFunction):
                       None if other_t is None else -other_t * original / (other * other))
 
     interface = classmethod(_mul_div_interface)
+    vmap = classmethod(_mul_div_rule)
 
 
 class CopyInplace(ArrayFunction):
@@ -299,6 +388,14 @@ class CopyInplace(ArrayFunction):
             return zeros_like(x_t)
         src_t = src_t if src_t.dtype == ctx.x_dtype else src_t.to(ctx.x_dtype)
         return src_t.expand(x_t.shape) if x_t is not None else src_t
+
+    @classmethod
+    def vmap(cls, info, in_dims, x, src, non_blocking=False):
+        """Batching rule: write into the physical x (its batch dim stays), src laid out
+        like x."""
+        xd = _self_dim(in_dims)
+        _check_same_or_broadcast(_example_shape(x, xd), _example_shape(src, in_dims[1]))
+        return cls.apply(x, _like_self(src, in_dims[1], x, xd), non_blocking), xd
 
     @classmethod
     def interface(cls, x, src, non_blocking=False):
@@ -345,6 +442,7 @@ class ZeroInplace(ArrayFunction):
         return zeros_like(x_t)
 
     interface = classmethod(_guarded_apply)
+    vmap = classmethod(_self_only_rule)
 
 
 class FillInplace(ArrayFunction):
@@ -378,6 +476,18 @@ class FillInplace(ArrayFunction):
             return zeros_like(x_t)
         value_t = value_t if value_t.dtype == ctx.x_dtype else value_t.to(ctx.x_dtype)
         return value_t.expand(x_t.shape) if x_t is not None else value_t
+
+    @classmethod
+    def vmap(cls, info, in_dims, x, value):
+        """Batching rule: write into the physical x (its batch dim stays); a batched value
+        (one number per example) is copied in, laid out like x."""
+        xd = _self_dim(in_dims)
+        if in_dims[1] is None:
+            return cls.apply(x, value), xd
+        if value.ndim != 1:
+            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor "
+                               f"with {value.ndim - 1} dimensions.")
+        return CopyInplace.apply(x, _like_self(value, in_dims[1], x, xd), False), xd
 
     interface = classmethod(_guarded_apply)
 
@@ -439,6 +549,14 @@ class ClampInplace(ArrayFunction):
         lo, hi = _unalias(x, min), _unalias(x, max)
         return cls.apply(x, lo, hi, x.clone())
 
+    @classmethod
+    def vmap(cls, info, in_dims, x, min=None, max=None, original=None):
+        """Batching rule: write into the physical x (its batch dim stays), the bounds and
+        the hidden `original` laid out like x."""
+        xd, bounds = _operands_like_self(in_dims, x, (min, max), dtypes.result_type)
+        lo, hi = [_unalias(x, b) for b in bounds]
+        return cls.apply(x, lo, hi, _like_self(original, in_dims[3], x, xd)), xd
+
 
 def _clamp_masks(ctx):
     """0/1 masks (x0's dtype) of where the gradient goes: to x, to lo, to hi."""
@@ -492,3 +610,4 @@ class ExpInplace(ArrayFunction):
         return x_t * ctx.saved_tensors[0]
 
     interface = classmethod(_guarded_apply)
+    vmap = classmethod(_self_only_rule)

@@ -52,6 +52,18 @@ class _DimOp(ArrayFunction):
         ctx.dim = wrap_dim(inputs[1], inputs[0].ndim)
         ctx.save_for_backward(output)
 
+    @classmethod
+    def vmap(cls, info, in_dims, x, dim):
+        """Batching rule: batch dim to the front, `dim` (a per-example dim) shifted past
+        it; a per-example scalar is normalized as a size-1 dim."""
+        x = x.movedim(in_dims[0], 0)
+        ndim = x.ndim - 1
+        dim = wrap_dim(dim, ndim) + 1
+        if ndim == 0:
+            size = tuple(x.shape)
+            return cls.apply(x.reshape(size + (1,)), 1).reshape(size), 0
+        return cls.apply(x, dim), 0
+
 
 class Softmax(_DimOp):
     """y = exp(x - m) / sum(exp(x - m), dim), m = max(x, dim);

@@ -331,6 +331,11 @@ class Softplus(ArrayFunction):
         ctx.beta, ctx.threshold = inputs[1], inputs[2]
         ctx.save_for_backward(inputs[0])
 
+    @classmethod
+    def vmap(cls, info, in_dims, x, beta, threshold):
+        """Batching rule: elementwise, so the batch dim stays where it is."""
+        return cls.apply(x, beta, threshold), in_dims[0]
+
     @staticmethod
     def slope(ctx, x):
         z = x * ctx.beta
@@ -489,6 +494,11 @@ class Round(ArrayFunction):
     def jvp(ctx, x_t, _decimals):
         return x_t * 0
 
+    @classmethod
+    def vmap(cls, info, in_dims, x, decimals):
+        """Batching rule: elementwise, so the batch dim stays where it is."""
+        return cls.apply(x, decimals), in_dims[0]
+
 
 class Neg(UnaryElementwise):
     """y = -x;  dy/dx = -1."""
@@ -553,6 +563,11 @@ class ToDtype(ArrayFunction):
         return x_t.to(ctx.output_dtype)
 
     @classmethod
+    def vmap(cls, info, in_dims, x, dtype):
+        """Batching rule: elementwise, so the batch dim stays where it is."""
+        return cls.apply(x, dtype), in_dims[0]
+
+    @classmethod
     def interface(cls, x, dtype=None, *args, **kwargs):
         dtype = dtypes.to_dtype(kwargs.get("dtype", dtype))
         if dtype is None or dtype == x.dtype:
@@ -595,3 +610,8 @@ class Clone(ArrayFunction):
     @staticmethod
     def jvp(ctx, x_t):
         return x_t
+
+    @classmethod
+    def vmap(cls, info, in_dims, x):
+        """Batching rule: a copy of the physical tensor, batch dim where it was."""
+        return cls.apply(x), in_dims[0]

@@ -1,0 +1,400 @@
+"""The autodiff transforms of adkit.func: grad, grad_and_value, vjp, jvp, jacrev, jacfwd,
+hessian, linearize (torch.func's signatures: argnums, has_aux, pytrees).
+
+Owns: turning functions into derivative functions. Reverse mode runs the autograd
+engine, forward mode the forward-AD levels, both on physical tensors (see _levels.py), so
+every transform composes with vmap, with each other at any depth, and with tracing.
+Does not: hold derivative rules (each op's Function has them).
+"""
+import contextlib
+import functools
+import threading
+
+import numpy as np
+
+from .._pytree import tree_flatten, tree_unflatten
+from ..autograd import engine, forward_ad
+from ..autograd.grad_mode import enable_grad
+from ..tensor import Tensor, _make
+from . import _levels
+from ._vmap import BatchedTensor, vmap, wrap
+
+
+def _is_tensor(x):
+    return isinstance(x, Tensor)
+
+
+def _argnums_tuple(argnums, n_args, name):
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    if not nums:
+        raise RuntimeError(f"{name}: argnums must be non-empty")
+    for a in nums:
+        if not isinstance(a, int) or not -n_args <= a < n_args:
+            raise RuntimeError(f"Got argnums={argnums}, but only {n_args} positional inputs")
+    return tuple(a % n_args for a in nums), isinstance(argnums, int)
+
+
+class _Prepared:
+    """Differentiable stand-ins for the leaves of some arguments: each leaf lifted to the
+    active vmap levels, with a fresh physical tensor the engine differentiates against."""
+
+    def __init__(self, trees, levels):
+        self.levels = levels
+        self.specs, self.physicals, self.values = [], [], []
+        for tree in trees:
+            leaves, spec = tree_flatten(tree, is_leaf=_is_tensor)
+            self.specs.append(spec)
+            values = []
+            for leaf in leaves:
+                if not isinstance(leaf, Tensor):
+                    values.append(leaf)
+                    continue
+                phys = _levels.physical(leaf, levels)
+                with _levels.below(levels):
+                    if phys.requires_grad:
+                        phys = phys.view_as(phys)
+                    else:
+                        fresh = phys.detach().requires_grad_(phys.is_floating_point())
+                        fresh._fw = phys._fw  # keep forward-AD tangents (jvp of grad)
+                        phys = fresh
+                        if _DEPTH.fresh is not None and _DEPTH.fresh != ():
+                            _DEPTH.fresh.add(id(fresh))
+                self.physicals.append(phys)
+                values.append(_levels.rebatch(phys, levels))
+            self.values.append(values)
+
+    def trees(self):
+        return [tree_unflatten(s, v) for s, v in zip(self.specs, self.values)]
+
+    def regroup(self, flat_grads):
+        """Gradients (one per physical leaf) back into the arguments' structures."""
+        it = iter(flat_grads)
+        out = []
+        for spec, values in zip(self.specs, self.values):
+            out.append(tree_unflatten(spec, [next(it) if isinstance(v, Tensor) else None
+                                             for v in values]))
+        return out
+
+
+def _replace_args(args, argnums, new_trees):
+    args = list(args)
+    for i, tree in zip(argnums, new_trees):
+        args[i] = tree
+    return args
+
+
+def grad_and_value(func, argnums=0, has_aux=False):
+    """f -> (x -> (df/dx, f(x))) for a function returning a 0-d tensor."""
+    @_outermost
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        nums, single = _argnums_tuple(argnums, len(args), "grad_and_value")
+        levels = _levels.active_levels()
+        prepared = _Prepared([args[i] for i in nums], levels)
+        with enable_grad(), _transforming():
+            output = func(*_replace_args(args, nums, prepared.trees()), **kwargs)
+        output, aux = _split_aux(output, has_aux, "grad_and_value")
+        if not isinstance(output, Tensor) or output.dim() != 0:
+            what = (f"tensor with {output.dim()} dims" if isinstance(output, Tensor)
+                    else type(output).__name__)
+            raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a "
+                               f"scalar Tensor, got {what}. Maybe you wanted to use the vjp "
+                               "or jacrev APIs instead?")
+        out_phys = _levels.physical(output, levels)
+        with _levels.below(levels):
+            ones = _make(np.ones(out_phys._data.shape, out_phys._data.dtype))
+            grads = _grads([out_phys], prepared.physicals, [ones])
+        grads = [_levels.rebatch(g, levels) for g in grads]
+        grouped = prepared.regroup(grads)
+        result = grouped[0] if single else tuple(grouped)
+        return (result, (output, aux)) if has_aux else (result, output)
+    return wrapper
+
+
+def grad(func, argnums=0, has_aux=False):
+    """f -> (x -> df/dx) for a function returning a 0-d tensor (torch.func.grad)."""
+    gv = grad_and_value(func, argnums, has_aux)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        g, value = gv(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+    return wrapper
+
+
+def _split_aux(output, has_aux, name):
+    if not has_aux:
+        return output, None
+    if not (isinstance(output, tuple) and len(output) == 2):
+        raise RuntimeError(f"{name}(f)(*args): output of function f should be a tuple: "
+                           "(output, aux) if has_aux is True")
+    return output
+
+
+def _grads(outputs, inputs, grad_outputs):
+    """The engine's gradients, zeros for inputs that do not influence the outputs. They
+    are differentiable (create_graph) only when something outside may differentiate them:
+    an enclosing transform, or a tensor of the caller's that requires grad."""
+    create = _DEPTH.value > 0 or _reaches_outside(outputs, inputs)
+    return list(engine.grad(outputs, inputs, grad_outputs, create_graph=create,
+                            retain_graph=True, allow_unused=True, materialize_grads=True))
+
+
+class _Depth(threading.local):
+    value = 0
+    fresh = ()  # ids of the fresh leaves the transforms made since the outermost began
+
+
+_DEPTH = _Depth()  # how many autodiff transforms are running their function now
+
+
+@contextlib.contextmanager
+def _transforming():
+    if _DEPTH.value == 0:
+        _DEPTH.fresh = set()
+    _DEPTH.value += 1
+    try:
+        yield
+    finally:
+        _DEPTH.value -= 1
+
+
+def _outermost(transform):
+    """Results of the outermost transform are cut from the transforms' internal history
+    (as torch.func returns plain tensors), unless they depend on a tensor of the
+    caller's that requires grad."""
+    @functools.wraps(transform)
+    def wrapper(*args, **kwargs):
+        outermost = _DEPTH.value == 0
+        result = transform(*args, **kwargs)
+        if not outermost:
+            return result
+        own = _DEPTH.fresh
+        leaves, spec = tree_flatten(result, is_leaf=_is_tensor)
+        leaves = [x.detach() if isinstance(x, Tensor) and x.requires_grad and
+                  not _reaches_outside([_innermost(x)], own) else x for x in leaves]
+        return tree_unflatten(spec, leaves)
+    return wrapper
+
+
+def _innermost(x):
+    while isinstance(x, BatchedTensor):
+        x = x._value
+    return x
+
+
+_outermost_function = _outermost  # jvp is a function of (func, primals, tangents)
+
+
+def _reaches_outside(outputs, inputs):
+    """Whether the outputs' history reaches a leaf other than the transforms' own fresh
+    inputs (`inputs`: tensors, or a set of their ids), e.g. a caller's parameter."""
+    if isinstance(inputs, set):
+        own, inputs = inputs, []
+    else:
+        own = {id(t) for t in inputs if t.is_leaf} | set(_DEPTH.fresh or ())
+    seen, stack = set(), [o.grad_fn for o in outputs if o.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if variable is not None and id(variable) not in own:
+            return True
+        stack.extend(n for n, _ in node.next_functions if n is not None)
+    return any(t.requires_grad and not t.is_leaf and t.grad_fn is None for t in inputs)
+
+
+def vjp(func, *primals, has_aux=False):
+    """(func(*primals), vjp_fn[, aux]): vjp_fn(cotangents) gives one gradient per primal,
+    in the primals' structure (torch.func.vjp)."""
+    levels = _levels.active_levels()
+    prepared = _Prepared(primals, levels)
+    with enable_grad(), _transforming():
+        output = func(*prepared.trees())
+    output, aux = _split_aux(output, has_aux, "vjp")
+    out_leaves, out_spec = tree_flatten(output, is_leaf=_is_tensor)
+    out_phys = [_levels.physical(o, levels) for o in out_leaves]
+
+    def vjp_fn(*cotangents):
+        cts = cotangents[0] if len(cotangents) == 1 else cotangents
+        ct_leaves, ct_spec = tree_flatten(cts, is_leaf=_is_tensor)
+        if ct_spec != out_spec:
+            raise RuntimeError("Expected pytree structure of cotangents to be the same as "
+                               f"pytree structure of outputs to the function. cotangents: "
+                               f"{ct_spec}, primal output: {out_spec}")
+        grad_outputs = [_cotangent(c, levels) for c in ct_leaves]
+        grads = _grads(out_phys, prepared.physicals, grad_outputs)
+        grads = [_from_physical(g, levels) for g in grads]
+        return tuple(prepared.regroup(grads))
+
+    return (output, vjp_fn, aux) if has_aux else (output, vjp_fn)
+
+
+def _cotangent(c, levels):
+    """A cotangent as the engine needs it: physical at the vjp's levels; batched (the
+    backward then runs batched) at at most one vmap level begun after the vjp."""
+    newer, inner = _levels.split_newer(c, levels)
+    if not newer:
+        return _levels.physical(c, levels)
+    if len(newer) > 1:
+        raise RuntimeError("vjp_fn: cotangents batched by more than one vmap begun after "
+                           "the vjp are not supported")
+    (level, bdim), = newer
+    phys = _levels.physical(inner, levels)
+    return wrap(level, phys, len(levels) + bdim)
+
+
+def _from_physical(g, levels):
+    """The inverse of _cotangent for a gradient."""
+    newer, inner = _levels.split_newer(g, levels)
+    if not newer:
+        return _levels.rebatch(g, levels)
+    (level, bdim), = newer
+    with _levels.below(levels):
+        inner = inner.movedim(bdim, len(levels))
+    return wrap(level, _levels.rebatch(inner, levels), 0)
+
+
+@_outermost_function
+def jvp(func, primals, tangents, *, has_aux=False):
+    """(func(*primals), J @ tangents[, aux]), by forward-mode AD (torch.func.jvp)."""
+    if not isinstance(primals, tuple) or not isinstance(tangents, tuple):
+        raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to be "
+                           "tuples")
+    p_leaves, p_spec = tree_flatten(primals, is_leaf=_is_tensor)
+    t_leaves, t_spec = tree_flatten(tangents, is_leaf=_is_tensor)
+    if p_spec != t_spec:
+        raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to have "
+                           "the same python structure")
+    levels = _levels.active_levels()
+    with forward_ad.dual_level():
+        duals = []
+        for p, t in zip(p_leaves, t_leaves):
+            if not isinstance(p, Tensor):
+                duals.append(p)
+                continue
+            pp, tp = _levels.physical(p, levels), _levels.physical(t, levels)
+            with _levels.below(levels):
+                dual = forward_ad.make_dual(pp, tp)
+            duals.append(_levels.rebatch(dual, levels))
+        with _transforming():
+            output = func(*tree_unflatten(p_spec, duals))
+        output, aux = _split_aux(output, has_aux, "jvp")
+        out_leaves, out_spec = tree_flatten(output, is_leaf=_is_tensor)
+        primal_out, tangent_out = [], []
+        for o in out_leaves:
+            phys = _levels.physical(o, levels)
+            with _levels.below(levels):
+                primal, tangent = forward_ad.unpack_dual(phys)
+                if tangent is None:
+                    tangent = _make(np.zeros(phys._data.shape, phys._data.dtype))
+            primal_out.append(_levels.rebatch(primal, levels))
+            tangent_out.append(_levels.rebatch(tangent, levels))
+    result = (tree_unflatten(out_spec, primal_out), tree_unflatten(out_spec, tangent_out))
+    return result + (aux,) if has_aux else result
+
+
+def linearize(func, *primals):
+    """(func(*primals), jvp_fn): jvp_fn(*tangents) = J @ tangents at primals."""
+    output = func(*primals)
+
+    def jvp_fn(*tangents):
+        return jvp(func, primals, tangents)[1]
+    return output, jvp_fn
+
+
+def _basis(t):
+    """One-hot tensors spanning t's shape, stacked: shape (t.numel(), *t.shape)."""
+    n = t.numel()
+    return _make(np.eye(n, dtype=t._data.dtype).reshape((n,) + tuple(t.shape)))
+
+
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
+    """The Jacobian by reverse mode: vmap of the vjp over the output basis. For output o
+    and input x: shape o.shape + x.shape (nested as the pytrees are)."""
+    @_outermost
+    @functools.wraps(func)
+    def wrapper(*args):
+        nums, single = _argnums_tuple(argnums, len(args), "jacrev")
+
+        def partial_fn(*diff):
+            return func(*_replace_args(args, nums, diff))
+        result = vjp(partial_fn, *[args[i] for i in nums], has_aux=has_aux)
+        output, vjp_fn = result[0], result[1]
+        out_leaves, out_spec = tree_flatten(output, is_leaf=_is_tensor)
+        rows = []
+        for k, o in enumerate(out_leaves):
+            def one_row(ct, k=k):
+                cts = [ct if j == k else _make(np.zeros(p._data.shape, p._data.dtype))
+                       for j, p in enumerate(out_leaves)]
+                return vjp_fn(tree_unflatten(out_spec, cts))
+            per_input = vmap(one_row, chunk_size=chunk_size)(_basis(o))
+            per_input = [_unflatten_jacobian(g, o) for g in tree_flatten(
+                per_input, is_leaf=_is_tensor)[0]]
+            grads = tree_unflatten(tree_flatten(tuple(args[i] for i in nums),
+                                                is_leaf=_is_tensor)[1], per_input)
+            rows.append(grads[0] if single else grads)
+        jac = tree_unflatten(out_spec, rows)
+        return (jac, result[2]) if has_aux else jac
+    return wrapper
+
+
+def _unflatten_jacobian(g, out):
+    """(out.numel(), *in.shape) -> out.shape + in.shape."""
+    return g.reshape(tuple(out.shape) + tuple(g.shape[1:]))
+
+
+def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
+    """The Jacobian by forward mode: vmap of the jvp over the input basis."""
+    @_outermost
+    @functools.wraps(func)
+    def wrapper(*args):
+        nums, single = _argnums_tuple(argnums, len(args), "jacfwd")
+        diff = [args[i] for i in nums]
+        d_leaves, d_spec = tree_flatten(tuple(diff), is_leaf=_is_tensor)
+        columns = []  # per input leaf: output pytree of (out.shape + in.shape)
+        aux = None
+        for k, x in enumerate(d_leaves):
+            def one_column(v, k=k):
+                tangents = [v if j == k else _make(np.zeros(p._data.shape, p._data.dtype))
+                            for j, p in enumerate(d_leaves)]
+                out = jvp(lambda *ds: func(*_replace_args(args, nums, ds)),
+                          tuple(tree_unflatten(d_spec, d_leaves)),
+                          tuple(tree_unflatten(d_spec, tangents)), has_aux=has_aux)
+                return (out[1], out[2]) if has_aux else out[1]
+            res = vmap(one_column, out_dims=-1)(_basis(x))
+            if has_aux:
+                res, aux = res
+            columns.append(_tree_map(lambda t: t.reshape(
+                tuple(t.shape[:-1]) + tuple(x.shape)), res))
+        jac = _transpose_tree(columns, d_spec, single)
+        return (jac, _tree_map(lambda a: a.select(-1, 0), aux)) if has_aux else jac
+    return wrapper
+
+
+def _tree_map(fn, tree):
+    leaves, spec = tree_flatten(tree, is_leaf=_is_tensor)
+    return tree_unflatten(spec, [fn(x) if isinstance(x, Tensor) else x for x in leaves])
+
+
+def _transpose_tree(columns, d_spec, single):
+    """[per input leaf: output tree] -> output tree of (input structure)."""
+    out_leaves_per_col = [tree_flatten(c, is_leaf=_is_tensor) for c in columns]
+    out_spec = out_leaves_per_col[0][1]
+    n_out = len(out_leaves_per_col[0][0])
+    result = []
+    for i in range(n_out):
+        per_input = tree_unflatten(d_spec, [leaves[i] for leaves, _ in out_leaves_per_col])
+        result.append(per_input[0] if single else per_input)
+    return tree_unflatten(out_spec, result)
+
+
+def hessian(func, argnums=0):
+    """The Hessian of a scalar function: jacfwd(jacrev(f))."""
+    return jacfwd(jacrev(func, argnums), argnums)
+
+
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian",
+           "linearize", "BatchedTensor"]

@@ -11,7 +11,7 @@ import weakref
 import numpy as np
 
 from .._hooks import HookDict, add_hook
-from ..tensor import _make
+from ..tensor import Tensor, _make
 from .grad_mode import STATE
 
 SEQUENCE = itertools.count()
@@ -155,8 +155,9 @@ def pack_saved(node, tensors):
     for t in tensors:
         if t is None:
             packs.append(None)
-        elif t._grad_fn is node:
+        elif t._grad_fn is node and type(t) is Tensor:
             packs.append((t._data, t._version_counter, t._version_counter[0], t._output_nr))
+        # (a tracer is kept itself: its identity is its graph node, not its data)
         else:
             packs.append((t, t._version_counter[0]))
     return tuple(packs)

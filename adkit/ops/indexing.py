@@ -9,11 +9,21 @@ static data, never differentiated. Does not: reshape or join tensors (see shape.
 import numpy as np
 
 from ..tensor import Tensor, zeros
-from ._families import ArrayFunction, public
+from ._families import ArrayFunction, _logical, public
 from ._helpers import shape_of, sum_to
-from .shape import expand_error
+from .shape import batch_first, expand_error
 
 _BAD_INDEX_TENSOR = "tensors used as indices must be long, int, byte or bool tensors"
+
+
+def inplace_vmap_error(op="inplace arithmetic"):
+    """PyTorch's error for an in-place op under vmap on an unbatched self whose other
+    arguments are batched (the result could not hold every example)."""
+    return RuntimeError(f"vmap: {op}(self, *extra_args) is not possible because there "
+                        "exists a Tensor `other` in extra_args that has more elements than "
+                        "`self`. This happened due to `other` being vmapped over but `self` "
+                        "not being vmapped over in a vmap. Please try to use out-of-place "
+                        f"operators instead of {op}.")
 
 
 # ---------------------------------------------------------------- parsing a key
@@ -165,6 +175,22 @@ class BasicIndex(ArrayFunction):
     def jvp(ctx, x_t, _key):
         return BasicIndex.apply(x_t, ctx.key)
 
+    @classmethod
+    def vmap(cls, info, in_dims, x, key):
+        """Batching rule: batch dim to the front, and a full slice for it leading the key
+        (the key's Nones then insert dims after it)."""
+        return cls.apply(x.movedim(in_dims[0], 0), (slice(None),) + key), 0
+
+
+def _advanced_bdim(key):
+    """Where the batch dim lands in y[(slice(None),) + key] for y batched at the front:
+    numpy moves the broadcast dims of index arrays separated by a slice to the front of
+    the result, before it; adjacent index arrays leave it first."""
+    arrays = [i for i, k in enumerate(key) if isinstance(k, np.ndarray)]
+    if arrays and arrays[-1] - arrays[0] + 1 != len(arrays):
+        return len(np.broadcast_shapes(*(key[i].shape for i in arrays)))
+    return 0
+
 
 class AdvancedIndex(ArrayFunction):
     """y = x[key] for a key of full slices and integer arrays (numpy's advanced indexing,
@@ -183,6 +209,13 @@ class AdvancedIndex(ArrayFunction):
     @staticmethod
     def jvp(ctx, x_t, _key):
         return AdvancedIndex.apply(x_t, ctx.key)
+
+    @classmethod
+    def vmap(cls, info, in_dims, x, key):
+        """Batching rule: batch dim to the front, a full slice for it leading the key; the
+        output's batch dim is after the index dims if numpy moved those to the front."""
+        out = cls.apply(x.movedim(in_dims[0], 0), (slice(None),) + key)
+        return out, _advanced_bdim(key)
 
 
 class IndexScatter(ArrayFunction):
@@ -210,6 +243,14 @@ class IndexScatter(ArrayFunction):
     @staticmethod
     def jvp(ctx, g_t, _shape, _key, _basic):
         return IndexScatter.apply(g_t, ctx.shape, ctx.key, ctx.basic)
+
+    @classmethod
+    def vmap(cls, info, in_dims, g, shape, key, basic):
+        """Batching rule: g (of the indexed region's shape) with its batch dim where
+        x[(slice(None),) + key] puts it; the output batched at the front."""
+        g = g.movedim(in_dims[0], 0 if basic else _advanced_bdim(key))
+        return cls.apply(g, (info.batch_size,) + tuple(shape), (slice(None),) + key,
+                         basic), 0
 
 
 def _index(x, basic, advanced):
@@ -287,6 +328,38 @@ class IndexPut(ArrayFunction):
         if x_t is None:
             x_t = zeros(ctx.output_meta[0], dtype=ctx.output_meta[1])
         return IndexPut.apply(x_t, 0 if v_t is None else v_t, ctx.basic, ctx.advanced)
+
+    @classmethod
+    def vmap(cls, info, in_dims, x, value, basic, advanced):
+        """Batching rule: x batched at the front (in place: x must be batched; out of
+        place: expanded if not), a full slice leading both keys, and the value's batch dim
+        (a size-1 dim if unbatched) where the indexed region has it."""
+        if in_dims[0] is None and cls.modifies is not None:
+            raise inplace_vmap_error()
+        example = _logical(x, in_dims[0])
+        target = example if basic is None else example[basic + (Ellipsis,)]
+        region = target.shape if advanced is None else target[advanced].shape
+        where = 0 if advanced is None else _advanced_bdim(advanced)
+        value = _batched_value(value, in_dims[1], region, where)
+        lead = (slice(None),)
+        basic = None if basic is None else lead + basic
+        advanced = None if advanced is None else lead + advanced
+        out = cls.apply(batch_first(x, in_dims[0], info.batch_size), value, basic, advanced)
+        return (x, in_dims[0]) if cls.modifies is not None else (out, 0)
+
+
+def _batched_value(value, bdim, region, where):
+    """The value of x[key] = value, for the region batched at dim `where`: per-example
+    dims right-aligned to the region's rank (numpy drops leading 1s), the batch dim (or
+    a size-1 dim, if unbatched) at `where`. A number is left as it is."""
+    if not isinstance(value, Tensor):
+        return value
+    value = value.unsqueeze(0) if bdim is None else value.movedim(bdim, 0)
+    shape = tuple(value.shape[1:])
+    while len(shape) > len(region) and shape[0] == 1:
+        shape = shape[1:]
+    shape = (1,) * (len(region) - len(shape)) + shape
+    return value.reshape((value.shape[0],) + shape).movedim(0, where)
 
 
 class SetItem(IndexPut):

@@ -7,8 +7,9 @@ import numpy as np
 
 from .. import dtypes
 from ..tensor import Tensor, zeros
-from ._families import ArrayFunction, public
+from ._families import ArrayFunction, _logical, public
 from ._helpers import wrap_dim
+from .shape import batch_first
 
 
 def _tensor_list(name, tensors):
@@ -97,11 +98,37 @@ class Cat(ArrayFunction):
         return Cat.apply(ctx.dim, *_zero_filled(tangents, ctx.metas))
 
     @classmethod
+    def vmap(cls, info, in_dims, dim, *tensors):
+        """Batching rule: every tensor batched at the front (unbatched ones expanded), the
+        cat dim shifted past it; per-example 1-D empty tensors (which cat skips) become
+        empty blocks, so that they still take part in dtype promotion."""
+        examples = [_logical(t, d) for t, d in zip(tensors, in_dims[1:])]
+        d = _cat_dim(dim, examples)
+        ref = next((e for e in examples if not _skipped(e)), None)
+        size, batched = info.batch_size, []
+        for t, bdim, e in zip(tensors, in_dims[1:], examples):
+            t = batch_first(t, bdim, size)
+            if ref is not None and _skipped(e):
+                t = t.reshape((size,) + ref.shape[:d] + (0,) + ref.shape[d + 1:])
+            batched.append(t)
+        return cls.apply(d + 1, *batched), 0
+
+    @classmethod
     def interface(cls, tensors, dim=0):
         tensors = _tensor_list("cat", tensors)
         if not tensors:
             raise ValueError("cat(): expected a non-empty list of Tensors")
         return cls.apply(dim, *tensors)
+
+
+def _stack_dim(dim, arrays):
+    """The wrapped stack dim, after PyTorch's check that the shapes are equal."""
+    for i, a in enumerate(arrays[1:], 1):
+        if a.shape != arrays[0].shape:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got "
+                               f"{list(arrays[0].shape)} at entry 0 and "
+                               f"{list(a.shape)} at entry {i}")
+    return wrap_dim(dim, arrays[0].ndim + 1)
 
 
 class Stack(ArrayFunction):
@@ -112,12 +139,7 @@ class Stack(ArrayFunction):
 
     @staticmethod
     def forward(dim, *tensors):
-        for i, a in enumerate(tensors[1:], 1):
-            if a.shape != tensors[0].shape:
-                raise RuntimeError(f"stack expects each tensor to be equal size, but got "
-                                   f"{list(tensors[0].shape)} at entry 0 and "
-                                   f"{list(a.shape)} at entry {i}")
-        d = wrap_dim(dim, tensors[0].ndim + 1)
+        d = _stack_dim(dim, tensors)
         return np.stack(tensors, axis=d, dtype=_promoted(tensors), casting="unsafe")
 
     @staticmethod
@@ -134,6 +156,14 @@ class Stack(ArrayFunction):
     @staticmethod
     def jvp(ctx, _dim, *tangents):
         return Stack.apply(ctx.dim, *_zero_filled(tangents, ctx.metas))
+
+    @classmethod
+    def vmap(cls, info, in_dims, dim, *tensors):
+        """Batching rule: every tensor batched at the front (unbatched ones expanded), the
+        new dim shifted past it."""
+        d = _stack_dim(dim, [_logical(t, b) for t, b in zip(tensors, in_dims[1:])])
+        batched = [batch_first(t, b, info.batch_size) for t, b in zip(tensors, in_dims[1:])]
+        return cls.apply(d + 1, *batched), 0
 
     @classmethod
     def interface(cls, tensors, dim=0):
@@ -196,6 +226,15 @@ class Split(ArrayFunction):
     @staticmethod
     def jvp(ctx, x_t, _spec, _dim):
         return Split.apply(x_t, ctx.sizes, ctx.dim)
+
+    @classmethod
+    def vmap(cls, info, in_dims, x, split_size_or_sections, dim=0):
+        """Batching rule: batch dim to the front, the split dim shifted past it; every
+        piece batched at the front."""
+        x = x.movedim(in_dims[0], 0)
+        if x.ndim == 1:
+            raise RuntimeError("split expects at least a 1-dimensional tensor")
+        return cls.apply(x, split_size_or_sections, wrap_dim(dim, x.ndim - 1) + 1), 0
 
     @classmethod
     def interface(cls, x, split_size_or_sections, dim=0):

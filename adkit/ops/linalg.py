@@ -12,7 +12,7 @@ import string
 import numpy as np
 
 from ..tensor import Tensor, _make
-from ._families import ArrayFunction
+from ._families import ArrayFunction, _logical
 from ._helpers import cast_result, sum_to
 
 _TORCH_NAMES = {"float16": "Half", "float32": "Float", "float64": "Double", "int32": "Int",
@@ -72,6 +72,54 @@ class _MatrixProduct(ArrayFunction):
                              None if y_t is None else x.matmul(y_t)) if t is not None]
         return terms[0] if len(terms) == 1 else terms[0] + terms[1]
 
+    @classmethod
+    def vmap(cls, info, in_dims, x, y):
+        """Batching rule: the op's checks on one example, then one broadcasting matmul
+        with the batch dim in front (see _batched_matmul)."""
+        cls.check(_logical(x, in_dims[0]), _logical(y, in_dims[1]))
+        return _batched_matmul(x, y, in_dims), 0
+
+
+def _batched_matmul(x, y, in_dims):
+    """x @ y per example, for physical x, y batched along in_dims (None: shared). Batch
+    dims go to the front, 1-D examples become a row (x) or column (y) matrix, batched
+    operands get 1s after the batch dim so that it lines up left of every per-example
+    batch dim; one broadcasting matmul, then the row/column dims are dropped again."""
+    xd, yd = in_dims
+    x = x if xd is None else x.movedim(xd, 0)
+    y = y if yd is None else y.movedim(yd, 0)
+    if (yd is None and y.ndim <= 2) or (xd is None and x.ndim <= 2 and y.ndim >= 3):
+        return Matmul.apply(x, y)  # a shared vector or matrix needs no alignment
+    x_vec, y_vec = x.ndim - (xd is not None) == 1, y.ndim - (yd is not None) == 1
+    x = x.unsqueeze(-2) if x_vec else x
+    y = y.unsqueeze(-1) if y_vec else y
+    rank = max(x.ndim - (xd is not None), y.ndim - (yd is not None))
+    x, y = (_pad_after_batch(t, d, rank) for t, d in ((x, xd), (y, yd)))
+    out = Matmul.apply(x, y)
+    shape = tuple(out.shape)
+    keep = shape[:-2] + shape[-2:-1] * (not x_vec) + shape[-1:] * (not y_vec)
+    return out if keep == shape else out.reshape(keep)
+
+
+def _pad_after_batch(t, bdim, rank):
+    """A batched t (batch dim first) with 1s after the batch dim up to per-example rank."""
+    extra = rank - (t.ndim - 1)
+    if bdim is None or not extra:
+        return t
+    return t.reshape(tuple(t.shape[:1]) + (1,) * extra + tuple(t.shape[1:]))
+
+
+def _check_matmul_shapes(xs, ys):
+    """numpy's matmul shape rule (1-D operands as row/column), with PyTorch's message."""
+    x2 = (1,) + tuple(xs) if len(xs) == 1 else tuple(xs)
+    y2 = tuple(ys) + (1,) if len(ys) == 1 else tuple(ys)
+    try:
+        if x2[-1] != y2[-2]:
+            raise ValueError
+        np.broadcast_shapes(x2[:-2], y2[:-2])
+    except ValueError:
+        raise RuntimeError(_matmul_error(xs, ys)) from None
+
 
 def _matmul_error(xs, ys):
     """PyTorch's message for shapes matmul cannot multiply."""
@@ -117,16 +165,19 @@ class Matmul(_MatrixProduct):
     public_name = "matmul"
 
     @staticmethod
-    def forward(x, y):
+    def check(x, y):
+        """PyTorch's errors for operands (arrays or stand-ins) matmul cannot multiply."""
         if x.ndim == 0 or y.ndim == 0:
             raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they "
                                f"are {x.ndim}D and {y.ndim}D")
         if x.dtype != y.dtype:
             raise RuntimeError(_dtype_error(x.ndim, y.ndim, x, y))
-        try:
-            return _product(x, y)
-        except ValueError:
-            raise RuntimeError(_matmul_error(x.shape, y.shape)) from None
+        _check_matmul_shapes(x.shape, y.shape)
+
+    @staticmethod
+    def forward(x, y):
+        Matmul.check(x, y)
+        return _product(x, y)
 
 
 class Mm(_MatrixProduct):
@@ -134,12 +185,17 @@ class Mm(_MatrixProduct):
     public_name = "mm"
 
     @staticmethod
-    def forward(x, y):
+    def check(x, y):
         if x.ndim != 2:
             raise RuntimeError("self must be a matrix")
         if y.ndim != 2:
             raise RuntimeError("mat2 must be a matrix")
-        return Matmul.forward(x, y)
+        Matmul.check(x, y)
+
+    @staticmethod
+    def forward(x, y):
+        Mm.check(x, y)
+        return _product(x, y)
 
 
 class Bmm(_MatrixProduct):
@@ -147,7 +203,7 @@ class Bmm(_MatrixProduct):
     public_name = "bmm"
 
     @staticmethod
-    def forward(x, y):
+    def check(x, y):
         if x.ndim != 3:
             raise RuntimeError("batch1 must be a 3D tensor")
         if y.ndim != 3:
@@ -156,7 +212,12 @@ class Bmm(_MatrixProduct):
             raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to "
                                f"be: [{x.shape[0]}, {x.shape[2]}] but got: "
                                f"[{y.shape[0]}, {y.shape[1]}].")
-        return Matmul.forward(x, y)
+        Matmul.check(x, y)
+
+    @staticmethod
+    def forward(x, y):
+        Bmm.check(x, y)
+        return _product(x, y)
 
 
 class Dot(_MatrixProduct):
@@ -164,11 +225,16 @@ class Dot(_MatrixProduct):
     public_name = "dot"
 
     @staticmethod
-    def forward(x, y):
+    def check(x, y):
         if x.ndim != 1 or y.ndim != 1:
             raise RuntimeError(f"1D tensors expected, but got {x.ndim}D and {y.ndim}D "
                                "tensors")
-        return Matmul.forward(x, y)
+        Matmul.check(x, y)
+
+    @staticmethod
+    def forward(x, y):
+        Dot.check(x, y)
+        return _product(x, y)
 
 
 class Mv(_MatrixProduct):
@@ -177,11 +243,16 @@ class Mv(_MatrixProduct):
     public_name = "mv"
 
     @staticmethod
-    def forward(x, y):
+    def check(x, y):
         if x.ndim != 2 or y.ndim != 1:
             raise RuntimeError(f"vector + matrix @ vector expected, got 1, {x.ndim}, "
                                f"{y.ndim}")
-        return Matmul.forward(x, y)
+        Matmul.check(x, y)
+
+    @staticmethod
+    def forward(x, y):
+        Mv.check(x, y)
+        return _product(x, y)
 
 
 class Outer(ArrayFunction):
@@ -216,6 +287,17 @@ class Outer(ArrayFunction):
         terms = [t for t in (None if x_t is None else x_t.outer(y),
                              None if y_t is None else x.outer(y_t)) if t is not None]
         return terms[0] if len(terms) == 1 else terms[0] + terms[1]
+
+    @classmethod
+    def vmap(cls, info, in_dims, x, y):
+        """Batching rule: batch dims to the front, then x[..., :, None] * y[..., None, :]
+        (broadcasting), in the dtype outer gives."""
+        tiny = [np.zeros((1,) * (a.ndim - (d is not None)), a.dtype.np)
+                for a, d in zip((x, y), in_dims)]
+        want = cls.forward(*tiny).dtype  # also PyTorch's errors for non-1-D examples
+        x, y = (a if d is None else a.movedim(d, 0) for a, d in zip((x, y), in_dims))
+        out = x.unsqueeze(-1) * y.unsqueeze(-2)
+        return (out if out.dtype == want else out.to(want)), 0
 
 
 # ---------------------------------------------------------------- einsum
@@ -413,6 +495,20 @@ class Einsum(ArrayFunction):
                 term = Einsum.apply(equation, *ops)
                 out_t = term if out_t is None else out_t + term
         return out_t
+
+    @classmethod
+    def vmap(cls, info, in_dims, equation, *operands):
+        """Batching rule: a fresh label for the batch dim, put first in every batched
+        operand (batch dim moved to the front) and in the output."""
+        lhs, out_term = equation.split("->")
+        label = next((c for c in _LETTERS if c not in equation), None)
+        if label is None:
+            raise RuntimeError("einsum(): too many dimensions for the available subscripts")
+        terms, ops = [], []
+        for term, op, d in zip(lhs.split(","), operands, in_dims[1:]):
+            terms.append(term if d is None else label + term)
+            ops.append(op if d is None else op.movedim(d, 0))
+        return cls.apply(",".join(terms) + "->" + label + out_term, *ops), 0
 
     @classmethod
     def interface(cls, *args):

@@ -139,14 +139,19 @@ class SumToSize(ArrayFunction):
     variants = ("method",)
 
     @staticmethod
+    def summed_dims(x_shape, shape):
+        """The dims of x_shape summed to reach shape; PyTorch's error if it cannot."""
+        lead = len(x_shape) - len(shape)
+        if lead < 0 or any(s != 1 and s != n for s, n in zip(shape, x_shape[lead:])):
+            raise RuntimeError(f"size {list(shape)} is not expandable to size "
+                               f"{list(x_shape)}")
+        return tuple(range(lead)) + tuple(
+            lead + i for i, s in enumerate(shape) if s == 1 and x_shape[lead + i] != 1)
+
+    @staticmethod
     def forward(x, shape):
         shape = tuple(shape)
-        lead = x.ndim - len(shape)
-        if lead < 0 or any(s != 1 and s != n for s, n in zip(shape, x.shape[lead:])):
-            raise RuntimeError(f"size {list(shape)} is not expandable to size "
-                               f"{list(x.shape)}")
-        dims = tuple(range(lead)) + tuple(
-            lead + i for i, s in enumerate(shape) if s == 1 and x.shape[lead + i] != 1)
+        dims = SumToSize.summed_dims(x.shape, shape)
         return x.sum(axis=dims).reshape(shape) if dims else x.copy()
 
     @staticmethod
@@ -161,6 +166,17 @@ class SumToSize(ArrayFunction):
     @staticmethod
     def jvp(ctx, x_t, _):
         return x_t.sum_to_size(ctx.output_shape)
+
+    @classmethod
+    def vmap(cls, info, in_dims, x, shape):
+        """Batching rule: batch dim to the front and kept in the target shape (the
+        per-example leading dims summed away become 1s, then are dropped)."""
+        x = x.movedim(in_dims[0], 0)
+        shape = tuple(shape)
+        lead = x.ndim - 1 - len(shape)
+        cls.summed_dims(tuple(x.shape[1:]), shape)  # the per-example check
+        out = cls.apply(x, tuple(x.shape[:1]) + (1,) * lead + shape)
+        return (out.reshape(tuple(x.shape[:1]) + shape) if lead else out), 0
 
     @classmethod
     def interface(cls, x, *size):
@@ -442,6 +458,22 @@ class Norm(_Smooth):
         return cls.apply(x, dim, keepdim, float(p))
 
 
+def _batched_along(cls, in_dims, x, dim, keepdim):
+    """cls(x, dim, keepdim) per example, dim None meaning the flattened example: batch dim
+    to the front, dim shifted past it; a 0-d example reduces a size-1 dim instead."""
+    x = x.movedim(in_dims[0], 0)
+    shape, batch = tuple(x.shape[1:]), tuple(x.shape[:1])
+    if 0 in shape:  # an empty example: the op's own errors for reducing over nothing
+        cls.forward(np.empty(shape, x.dtype.np), dim, keepdim)
+    if dim is None:
+        flat = cls.apply(x.reshape(batch + (math.prod(shape),)), 1, False)
+        return flat.reshape(batch + (1,) * len(shape)) if keepdim and shape else flat
+    if not shape:
+        _wrap_dim(dim, 0)
+        return cls.apply(x.reshape(batch + (1,)), 1, False)
+    return cls.apply(x, _wrap_dim(dim, len(shape)) + 1, keepdim)
+
+
 class _IndexedExtremum(ArrayFunction):
     """max/min over one dim: values = x at the index of the max (min) along dim, the
     first one on ties; grad_x = grad_out routed to that index (one-hot), as in PyTorch."""
@@ -476,6 +508,11 @@ class _IndexedExtremum(ArrayFunction):
     def jvp(ctx, x_t, _dim, _keepdim):
         values_t = (x_t * _IndexedExtremum.one_hot(ctx)).sum(ctx.dims, ctx.keepdim)
         return values_t, None
+
+    @classmethod
+    def vmap(cls, info, in_dims, x, dim, keepdim=False):
+        """Batching rule: batch dim to the front of values and indices, dim shifted."""
+        return _batched_along(cls, in_dims, x, dim, keepdim), (0, 0)
 
 
 class Max(_IndexedExtremum):
@@ -537,6 +574,12 @@ class _ArgExtremum(ArrayFunction):
     @staticmethod
     def jvp(ctx, x_t, _dim, _keepdim):
         return None
+
+    @classmethod
+    def vmap(cls, info, in_dims, x, dim=None, keepdim=False):
+        """Batching rule: batch dim to the front, dim shifted past it; dim None flattens
+        each example ([B, ...] -> [B, -1])."""
+        return _batched_along(cls, in_dims, x, dim, keepdim), 0
 
 
 class Argmax(_ArgExtremum):

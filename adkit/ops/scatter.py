@@ -3,13 +3,15 @@
 Owns: each op's forward (numpy) and rules (gather and scatter_add are each other's
 backward).
 """
+import math
+
 import numpy as np
 
 from ..tensor import zeros
-from ._families import ArrayFunction
+from ._families import ArrayFunction, _logical
 from ._helpers import wrap_dim
-from .indexing import IndexScatter
-from .shape import torch_type_name
+from .indexing import IndexScatter, SetItem, inplace_vmap_error
+from .shape import batch_first, torch_type_name
 
 
 def _index_vector(index, op, more=""):
@@ -34,6 +36,22 @@ def _check_range(index, n, dim, error=IndexError):
 def _along(dim, item):
     """A key selecting `item` along dim `dim`."""
     return (slice(None),) * dim + (item,)
+
+
+def _flat_batched(t, bdim, size):
+    """t batched at the front (expanded if unbatched), its per-example dims flattened:
+    how forward treats the operands of an op on a per-example scalar."""
+    t = batch_first(t, bdim, size)
+    return t.reshape((size, math.prod(t.shape[1:])))
+
+
+def _vector_index(index, bdim, dim, shape):
+    """A batched index of one vector per example, as a gather/scatter_add index for an
+    operand of `shape` (batch dim first): its entries along `dim`, broadcast elsewhere."""
+    k = _logical(index, bdim).size
+    view, target = [1] * len(shape), list(shape)
+    view[0], view[dim], target[dim] = shape[0], k, k
+    return index.movedim(bdim, 0).reshape(tuple(view)).expand(tuple(target))
 
 
 class IndexSelect(ArrayFunction):
@@ -64,6 +82,22 @@ class IndexSelect(ArrayFunction):
     def jvp(ctx, x_t, _dim, _index):
         (index,) = ctx.saved_tensors
         return IndexSelect.apply(x_t, ctx.dim, index)
+
+    @classmethod
+    def vmap(cls, info, in_dims, x, dim, index):
+        """Batching rule: x batched at the front (expanded if not), dim shifted past it; a
+        batched index (one vector per example) becomes a gather index along that dim."""
+        size, example = info.batch_size, _logical(x, in_dims[0])
+        d = wrap_dim(dim, example.ndim)
+        xb = batch_first(x, in_dims[0], size)
+        if example.ndim == 0:  # as a one-element vector, like forward
+            xb = xb.reshape((size, 1))
+        if in_dims[2] is None:
+            out = cls.apply(xb, d + 1, index)
+        else:
+            _index_vector(_logical(index, in_dims[2]), "index_select")
+            out = Gather.apply(xb, d + 1, _vector_index(index, in_dims[2], d + 1, xb.shape))
+        return (out.reshape((size,)) if example.ndim == 0 else out), 0
 
 
 def _check_index_tensor(x, d, index, op, src=None):
@@ -120,6 +154,19 @@ class Gather(ArrayFunction):
         (index,) = ctx.saved_tensors
         return Gather.apply(x_t, ctx.dim, index)
 
+    @classmethod
+    def vmap(cls, info, in_dims, x, dim, index):
+        """Batching rule: x and index batched at the front (expanded if not), dim shifted
+        past it."""
+        size, example = info.batch_size, _logical(x, in_dims[0])
+        d = wrap_dim(dim, example.ndim)
+        if example.ndim == 0:  # as one-element vectors, like forward
+            out = cls.apply(_flat_batched(x, in_dims[0], size), 1,
+                            _flat_batched(index, in_dims[2], size))
+            return out.reshape((size,) + _logical(index, in_dims[2]).shape), 0
+        return cls.apply(batch_first(x, in_dims[0], size), d + 1,
+                         batch_first(index, in_dims[2], size)), 0
+
 
 class ScatterAdd(ArrayFunction):
     """y = copy of x with y[i with i[dim] = index[i]] += src[i] for each i in index;
@@ -165,10 +212,35 @@ class ScatterAdd(ArrayFunction):
             x_t = zeros(ctx.input_meta[0], dtype=src_t.dtype)
         return ScatterAdd.apply(x_t, ctx.dim, index, src_t)
 
+    @classmethod
+    def vmap(cls, info, in_dims, x, dim, index, src):
+        """Batching rule: x, index and src batched at the front (expanded if not), dim
+        shifted past it."""
+        size, example = info.batch_size, _logical(x, in_dims[0])
+        d = wrap_dim(dim, example.ndim)
+        operands = ((x, in_dims[0]), (index, in_dims[2]), (src, in_dims[3]))
+        if example.ndim == 0:  # as one-element vectors, like forward
+            xb, ib, sb = (_flat_batched(t, b, size) for t, b in operands)
+            return cls.apply(xb, 1, ib, sb).reshape((size,)), 0
+        xb, ib, sb = (batch_first(t, b, size) for t, b in operands)
+        return cls.apply(xb, d + 1, ib, sb), 0
+
 
 # ---------------------------------------------------------------- index_add
 def _index_add_into(out, dim, index, source, alpha):
     """out[..., index[i], ...] += alpha * source[..., i, ...] along dim, in place."""
+    d, idx, x1, s1 = _check_index_add(out, dim, index, source)
+    # PyTorch's 1-D kernel words it as index_select does
+    _check_range(idx, x1.shape[d], d, IndexError if x1.ndim == 1 else RuntimeError)
+    if alpha != 1:
+        s1 = (s1 * alpha).astype(out.dtype, copy=False)
+    np.add.at(x1, _along(d, idx), s1)
+    return out
+
+
+def _check_index_add(out, dim, index, source):
+    """PyTorch's checks of index_add but the index range: (dim, index vector, out and
+    source with per-example scalars as one-element vectors)."""
     d = wrap_dim(dim, out.ndim)
     index = np.asarray(index)
     if index.dtype.kind not in "iu":
@@ -190,12 +262,27 @@ def _index_add_into(out, dim, index, source, alpha):
     if idx.size != s1.shape[d]:
         raise RuntimeError(f"index_add_(): Number of indices ({idx.size}) should be equal to "
                            f"source.size(dim): ({s1.shape[d]}), for dim: {d}")
-    # PyTorch's 1-D kernel words it as index_select does
-    _check_range(idx, x1.shape[d], d, IndexError if x1.ndim == 1 else RuntimeError)
+    return d, idx, x1, s1
+
+
+def _index_add_operands(info, in_dims, x, dim, source):
+    """(x, dim, source) for index_add on x batched at the front: source batched at the
+    front too, dim shifted; per-example scalars as one-element vectors, like forward."""
+    size = info.batch_size
+    if x.ndim == 1:
+        wrap_dim(dim, 0)
+        return x.reshape((size, 1)), 1, _flat_batched(source, in_dims[3], size)
+    return x, wrap_dim(dim, x.ndim - 1) + 1, batch_first(source, in_dims[3], size)
+
+
+def _scatter_index_add(x, d, index, bdim, source, alpha):
+    """index_add with a batched index (one vector per example, batch dim `bdim`) on the
+    operands of _index_add_operands, out of place, as a scatter_add."""
+    _check_index_add(_logical(x, 0), d - 1, _logical(index, bdim), _logical(source, 0))
     if alpha != 1:
-        s1 = (s1 * alpha).astype(out.dtype, copy=False)
-    np.add.at(x1, _along(d, idx), s1)
-    return out
+        source = source * alpha
+        source = source if source.dtype == x.dtype else source.to(x.dtype)
+    return ScatterAdd.apply(x, d, _vector_index(index, bdim, d, source.shape), source)
 
 
 class IndexAdd(ArrayFunction):
@@ -232,6 +319,18 @@ class IndexAdd(ArrayFunction):
             x_t = zeros(ctx.input_meta[0], dtype=source_t.dtype)
         return IndexAdd.apply(x_t, ctx.dim, index, source_t, ctx.alpha)
 
+    @classmethod
+    def vmap(cls, info, in_dims, x, dim, index, source, alpha=1):
+        """Batching rule: x and source batched at the front (expanded if not), dim shifted
+        past it; a batched index (one vector per example) becomes a scatter_add index."""
+        xb = batch_first(x, in_dims[0], info.batch_size)
+        x1, d, s1 = _index_add_operands(info, in_dims, xb, dim, source)
+        if in_dims[2] is None:
+            out = cls.apply(x1, d, index, s1, alpha)
+        else:
+            out = _scatter_index_add(x1, d, index, in_dims[2], s1, alpha)
+        return out.reshape(tuple(xb.shape)), 0
+
 
 class IndexAdd_(IndexAdd):  # noqa: N801  (PyTorch's name)
     """index_add in place on x; rules as IndexAdd's."""
@@ -247,6 +346,21 @@ class IndexAdd_(IndexAdd):  # noqa: N801  (PyTorch's name)
     def setup_context(ctx, inputs, output):
         IndexAdd.setup_context(ctx, inputs, output)
         ctx.mark_dirty(inputs[0])
+
+    @classmethod
+    def vmap(cls, info, in_dims, x, dim, index, source, alpha=1):
+        """Batching rule: in place on x's view with the batch dim at the front (x must be
+        batched); with a batched index, computed out of place and written back."""
+        if in_dims[0] is None:
+            raise inplace_vmap_error("index_add_")
+        xb = x.movedim(in_dims[0], 0)
+        x1, d, s1 = _index_add_operands(info, in_dims, xb, dim, source)
+        if in_dims[2] is None:
+            cls.apply(x1, d, index, s1, alpha)
+        else:
+            out = _scatter_index_add(x1, d, index, in_dims[2], s1, alpha)
+            SetItem.apply(xb, out.reshape(tuple(xb.shape)), (), None)
+        return x, in_dims[0]
 
 
 # ---------------------------------------------------------------- sort, topk

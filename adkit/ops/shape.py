@@ -5,10 +5,12 @@ PyTorch; the other ops return fresh arrays (never memory shared with an input).
 Owns: each op's forward (numpy, usually a view) and its rules, plus the public helpers
 built from them (flatten, chunk, view_as, `T`, ...). Does not: index (see indexing.py).
 """
+import math
+
 import numpy as np
 
 from .. import dtypes
-from ._families import ArrayFunction, public
+from ._families import ArrayFunction, _logical, public
 from ._helpers import normalize_dims, wrap_dim
 
 
@@ -36,6 +38,14 @@ def expand_error(x, target):
     return (f"The expanded size of the tensor ({target[-k]}) must match the existing size "
             f"({shape[-k]}) at non-singleton dimension {len(target) - k}.  Target sizes: "
             f"{list(target)}.  Tensor sizes: {list(shape)}")
+
+
+def batch_first(x, bdim, size):
+    """x with its batch dim `bdim` moved to the front; an unbatched x (bdim None) gets a
+    new front dim expanded to `size` (shared by every example, without a copy)."""
+    if bdim is None:
+        return x.unsqueeze(0).expand((size,) + tuple(x.shape))
+    return x.movedim(bdim, 0)
 
 
 def _shape_args(shape):
@@ -88,6 +98,14 @@ class _Restride(ArrayFunction):
     def jvp(ctx, x_t, _param):
         return x_t.reshape(ctx.output_shape)
 
+    @classmethod
+    def vmap(cls, info, in_dims, x, shape):
+        """Batching rule (reshape, view): batch dim to the front, then the per-example
+        shape with its -1 resolved."""
+        x = x.movedim(in_dims[0], 0)
+        per_example = _infer_size(shape, math.prod(x.shape[1:]))
+        return cls.apply(x, (x.shape[0],) + per_example), 0
+
 
 class Reshape(_Restride):
     """y = x with a new shape (one dim may be -1), a view when possible;
@@ -136,6 +154,19 @@ class Squeeze(_Restride):
             axes = tuple(d for d in normalize_dims(dim, x.ndim) if x.ndim and x.shape[d] == 1)
         return np.squeeze(x, axis=axes)
 
+    @classmethod
+    def vmap(cls, info, in_dims, x, dim=None):
+        """Batching rule: batch dim to the front (never squeezed, even of size 1), the
+        per-example dims shifted past it."""
+        x = x.movedim(in_dims[0], 0)
+        shape = tuple(x.shape[1:])
+        if dim is None:
+            dims = tuple(i for i, s in enumerate(shape) if s == 1)
+        else:
+            dims = normalize_dims(dim, len(shape))  # checked even for a scalar, which
+            dims = dims if shape else ()  # has nothing to squeeze
+        return cls.apply(x, tuple(d + 1 for d in dims)), 0
+
 
 class Unsqueeze(_Restride):
     """y = x with a new size-1 dim at `dim`;  grad_x = grad_out reshaped back."""
@@ -144,6 +175,12 @@ class Unsqueeze(_Restride):
     @staticmethod
     def forward(x, dim):
         return np.expand_dims(x, wrap_dim(dim, x.ndim + 1))
+
+    @classmethod
+    def vmap(cls, info, in_dims, x, dim):
+        """Batching rule: batch dim to the front, the new dim shifted past it."""
+        x = x.movedim(in_dims[0], 0)
+        return cls.apply(x, wrap_dim(dim, x.ndim) + 1), 0
 
 
 @public("view_as", variants=("method",))
@@ -212,6 +249,17 @@ class Expand(ArrayFunction):
         return x_t.expand(ctx.output_shape)
 
     @classmethod
+    def vmap(cls, info, in_dims, x, shape):
+        """Batching rule: batch dim to the front, the per-example dims padded with 1s to
+        the target's rank (right-aligned), then expanded to (B, *target)."""
+        x = x.movedim(in_dims[0], 0)
+        target = cls.forward(_logical(x, 0), shape).shape  # per-example checks, -1s
+        per_example = tuple(x.shape[1:])
+        size = x.shape[0]
+        x = x.reshape((size,) + (1,) * (len(target) - len(per_example)) + per_example)
+        return cls.apply(x, (size,) + target), 0
+
+    @classmethod
     def interface(cls, x, *shape):
         return cls.apply(x, _shape_args(shape))
 
@@ -264,6 +312,16 @@ class Transpose(ArrayFunction):
     def jvp(ctx, x_t, _dim0, _dim1):
         return x_t.transpose(*ctx.dims)
 
+    @classmethod
+    def vmap(cls, info, in_dims, x, dim0, dim1):
+        """Batching rule: batch dim to the front, the swapped dims shifted past it."""
+        x = x.movedim(in_dims[0], 0)
+        ndim = x.ndim - 1
+        d0, d1 = wrap_dim(dim0, ndim), wrap_dim(dim1, ndim)
+        if ndim == 0:  # a per-example scalar: nothing to swap
+            return cls.apply(x, 0, 0), 0
+        return cls.apply(x, d0 + 1, d1 + 1), 0
+
 
 class Permute(ArrayFunction):
     """y = x with dims reordered, y.shape[i] = x.shape[dims[i]];
@@ -295,6 +353,13 @@ class Permute(ArrayFunction):
     @staticmethod
     def jvp(ctx, x_t, _dims):
         return x_t.permute(ctx.dims)
+
+    @classmethod
+    def vmap(cls, info, in_dims, x, dims):
+        """Batching rule: batch dim to the front and kept there, the order shifted past it."""
+        x = x.movedim(in_dims[0], 0)
+        cls.forward(_logical(x, 0), dims)  # the per-example checks
+        return cls.apply(x, (0,) + tuple(wrap_dim(d, x.ndim - 1) + 1 for d in dims)), 0
 
     @classmethod
     def interface(cls, x, *dims, **kwargs):
@@ -338,11 +403,25 @@ class Contiguous(ArrayFunction):
         return x_t
 
     @classmethod
+    def vmap(cls, info, in_dims, x):
+        """Batching rule: a copy, so the batch dim stays where it is."""
+        return cls.apply(x), in_dims[0]
+
+    @classmethod
     def interface(cls, x, memory_format=None):
         data = getattr(x, "_data", None)
         if isinstance(data, np.ndarray) and data.flags.c_contiguous:
             return x  # PyTorch returns the tensor itself
         return cls.apply(x)
+
+
+def _flip_axes(dims, ndim):
+    """flip's dims wrapped for an ndim-dim tensor, with PyTorch's check for repeats."""
+    axes = [wrap_dim(d, ndim) for d in dims]
+    for i, d in enumerate(axes):
+        if d in axes[:i]:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+    return tuple(axes)
 
 
 class Flip(ArrayFunction):
@@ -351,11 +430,8 @@ class Flip(ArrayFunction):
 
     @staticmethod
     def forward(x, dims):
-        axes = [wrap_dim(d, x.ndim) for d in dims]
-        for i, d in enumerate(axes):
-            if d in axes[:i]:
-                raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
-        return np.flip(x, tuple(axes)).copy() if x.ndim else x.copy()
+        axes = _flip_axes(dims, x.ndim)
+        return np.flip(x, axes).copy() if x.ndim else x.copy()
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -370,8 +446,29 @@ class Flip(ArrayFunction):
         return x_t.flip(ctx.dims)
 
     @classmethod
+    def vmap(cls, info, in_dims, x, dims):
+        """Batching rule: batch dim to the front, the flipped dims shifted past it."""
+        x = x.movedim(in_dims[0], 0)
+        axes = _flip_axes(dims, x.ndim - 1)
+        axes = axes if x.ndim > 1 else ()  # a per-example scalar: nothing to flip
+        return cls.apply(x, tuple(d + 1 for d in axes)), 0
+
+    @classmethod
     def interface(cls, x, *dims, **kwargs):
         return cls.apply(x, _shape_args(dims or (kwargs["dims"],)))
+
+
+def _check_repeat(shape, sizes):
+    """PyTorch's checks of x.repeat(sizes) for x of `shape`."""
+    if len(sizes) < len(shape):
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than "
+                           "number of dimensions of tensor")
+    shape = (1,) * (len(sizes) - len(shape)) + tuple(shape)
+    out_shape = [s * r for s, r in zip(shape, sizes)]
+    bad = [s for s in out_shape if s < 0]
+    if bad:
+        raise RuntimeError(f"Trying to create tensor with negative dimension {bad[0]}: "
+                           f"{out_shape}")
 
 
 class Repeat(ArrayFunction):
@@ -382,15 +479,7 @@ class Repeat(ArrayFunction):
 
     @staticmethod
     def forward(x, sizes):
-        if len(sizes) < x.ndim:
-            raise RuntimeError("Number of dimensions of repeat dims can not be smaller than "
-                               "number of dimensions of tensor")
-        shape = (1,) * (len(sizes) - x.ndim) + x.shape
-        out_shape = [s * r for s, r in zip(shape, sizes)]
-        bad = [s for s in out_shape if s < 0]
-        if bad:
-            raise RuntimeError(f"Trying to create tensor with negative dimension {bad[0]}: "
-                               f"{out_shape}")
+        _check_repeat(x.shape, sizes)
         return np.tile(x, sizes)
 
     @staticmethod
@@ -411,6 +500,16 @@ class Repeat(ArrayFunction):
     @staticmethod
     def jvp(ctx, x_t, _sizes):
         return x_t.repeat(ctx.sizes)
+
+    @classmethod
+    def vmap(cls, info, in_dims, x, sizes):
+        """Batching rule: batch dim to the front (repeated once), the per-example dims
+        padded with 1s to len(sizes)."""
+        x = x.movedim(in_dims[0], 0)
+        size, per_example = x.shape[0], tuple(x.shape[1:])
+        _check_repeat(per_example, sizes)
+        x = x.reshape((size,) + (1,) * (len(sizes) - len(per_example)) + per_example)
+        return cls.apply(x, (1,) + tuple(sizes)), 0
 
     @classmethod
     def interface(cls, x, *sizes):

@@ -15,7 +15,6 @@ SortResult = collections.namedtuple("sort", ("values", "indices"))
 TopkResult = collections.namedtuple("topk", ("values", "indices"))
 
 
-
 def _argsort(x, d, descending):
     """Stable argsort along d; NaN counts as the largest value, as in PyTorch."""
     if x.dtype == np.bool_:
@@ -58,6 +57,22 @@ class _SortLike(ArrayFunction):
         if ctx.dim is None:
             return x_t.reshape(tuple(indices.shape)), None
         return Gather.apply(x_t, ctx.dim, indices), None
+
+    @classmethod
+    def vmap(cls, info, in_dims, x, *params):
+        """Batching rule: batch dim to the front, dim shifted past it (a per-example
+        scalar as a one-element vector); both outputs batched at the front."""
+        x, params, k = x.movedim(in_dims[0], 0), list(params), cls._dim_arg - 1
+        size = x.shape[0]
+        if x.ndim > 1:
+            params[k] = wrap_dim(params[k], x.ndim - 1) + 1
+            return cls.apply(x, *params), 0
+        wrap_dim(params[k], 0)
+        params[k] = 1
+        values, indices = cls.apply(x.reshape((size, 1)), *params)
+        if values.shape[1] == 1:  # one value per example: a scalar, like forward's
+            values, indices = values.reshape((size,)), indices.reshape((size,))
+        return (values, indices), 0
 
 
 class Sort(_SortLike):

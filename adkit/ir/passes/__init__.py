@@ -1,12 +1,14 @@
 """adkit.ir.passes: graph -> new graph functions that leave their input as it was.
 
-Owns: the public list of passes. Clean-up (cleanup.py): `dce`, `cse`, `fold_constants`,
-`pipeline`; algebra (simplify.py): `simplify`. Does not: hold pass logic itself.
+Owns: the public list of passes. Transforms (autodiff.py): `vjp`, `jvp`, `vmap`;
+clean-up (cleanup.py): `dce`, `cse`, `fold_constants`, `pipeline`; algebra
+(simplify.py): `simplify`. Does not: hold pass logic itself.
 A user pass is a plain function of the same shape: copy, edit `graph.nx`, return.
 NB: the name `simplify` here is the function; its rule table is
 `from adkit.ir.passes.simplify import RULES` (extend it and pass `rules=`).
 """
+from .autodiff import jvp, vjp, vmap
 from .cleanup import cse, dce, fold_constants, pipeline
 from .simplify import simplify
 
-__all__ = ["dce", "cse", "fold_constants", "simplify", "pipeline"]
+__all__ = ["vjp", "jvp", "vmap", "dce", "cse", "fold_constants", "simplify", "pipeline"]

@@ -1,0 +1,105 @@
+"""The transform passes: vjp, jvp and vmap of a Graph, each a new Graph.
+
+Owns: nothing but the plumbing. Each pass evaluates the graph (through every op's own
+`Function.apply`) under a transform while tracing a new graph, so the ops' own
+backward / jvp / batching rules build it (Autodidax's jvp_jaxpr pattern): no per-op code.
+
+    vjp(g):  inputs = primals + one cotangent per output;
+             outputs = the original outputs + one gradient per input
+    jvp(g):  inputs = primals + one tangent per input;
+             outputs = the original outputs + one tangent per output
+    vmap(g, in_dims, out_dims=0): inputs batched along in_dims (None: unbatched)
+
+The vjp graph reuses the forward values (the backward rules read what the forward nodes
+computed); run `dce`/`cse`/`fold_constants` after it to tidy up.
+"""
+import numpy as np
+
+from ... import func
+from ...autograd import engine
+from ...autograd.grad_mode import enable_grad
+from ...tensor import _make
+from .. import evaluate
+from ..rules import TensorSpec
+from ..trace import trace
+
+
+def _example(spec):
+    return _make(np.zeros(spec.shape, spec.dtype.np))
+
+
+def _input_specs(graph):
+    return [graph.specs_of(n)[0] for n in graph.inputs]
+
+
+def _output_specs(graph):
+    return [graph.specs_of(n)[0] for n in graph.outputs]
+
+
+def vjp(graph):
+    """The graph computing (outputs, gradients of <cotangents, outputs> w.r.t. inputs)."""
+    n_in = len(graph.inputs)
+    in_specs, out_specs = _input_specs(graph), _output_specs(graph)
+
+    def forward_and_backward(*args):
+        primals = [p.detach().requires_grad_(p.is_floating_point()) for p in args[:n_in]]
+        cotangents = args[n_in:]
+        with enable_grad():
+            outputs = evaluate.run(graph, primals)
+        wanted = [(o, c) for o, c in zip(outputs, cotangents) if o.requires_grad]
+        diff = [p for p in primals if p.requires_grad]
+        grads = engine.grad([o for o, _ in wanted], diff, [c for _, c in wanted],
+                            allow_unused=True, materialize_grads=True) if wanted and diff \
+            else [None] * len(diff)
+        it = iter(grads)
+        grads = [next(it) if p.requires_grad else _zeros_like(p) for p in primals]
+        grads = [_zeros_like(p) if g is None else g for g, p in zip(grads, primals)]
+        return tuple(o.detach() for o in outputs) + tuple(grads)
+
+    return trace(forward_and_backward, *map(_example, in_specs + out_specs))
+
+
+def _zeros_like(t):
+    return _make(np.zeros(t._data.shape, t._data.dtype))
+
+
+def jvp(graph):
+    """The graph computing (outputs, J @ tangents) by forward mode."""
+    n_in = len(graph.inputs)
+    in_specs = _input_specs(graph)
+
+    def primal_and_tangent(*args):
+        outputs, tangents = func.jvp(lambda *ps: tuple(evaluate.run(graph, list(ps))),
+                                     tuple(args[:n_in]), tuple(args[n_in:]))
+        return tuple(outputs) + tuple(tangents)
+
+    float_specs = [TensorSpec(s.shape, s.dtype) for s in in_specs]
+    return trace(primal_and_tangent, *map(_example, in_specs + float_specs))
+
+
+def vmap(graph, in_dims, out_dims=0, *, batch_size):
+    """The graph of the batched computation: each input with an int in `in_dims` (one
+    entry per input, or one int/None for all) gets a batch dim of `batch_size` at that
+    position. (Graphs are specialized to shapes, so the batch size must be given.)"""
+    in_specs = _input_specs(graph)
+    dims = [in_dims] * len(in_specs) if in_dims is None or isinstance(in_dims, int) \
+        else list(in_dims)
+    if len(dims) != len(in_specs):
+        raise ValueError(f"vmap: in_dims has {len(dims)} entries for {len(in_specs)} inputs")
+    size = int(batch_size)
+    examples = []
+    for spec, d in zip(in_specs, dims):
+        shape = list(spec.shape)
+        if d is not None:
+            d = d % (len(shape) + 1)
+            shape.insert(d, size)
+        examples.append(_example(TensorSpec(tuple(shape), spec.dtype)))
+
+    single = len(graph.outputs) == 1
+
+    def batched(*args):
+        out = func.vmap(lambda *xs: tuple(evaluate.run(graph, list(xs))),
+                        in_dims=tuple(dims), out_dims=out_dims)(*args)
+        return out[0] if single else tuple(out)
+
+    return trace(batched, *examples)

@@ -2,8 +2,8 @@
 
 Owns: the demo's steps and printing. Does not: define anything the library uses.
 Step 1: the eager gradient of a small network loss, checked against central finite
-differences. Step 2: the same loss traced into an IR graph, printed and drawn.
-Later steps (transforms, jit) are added as those layers land.
+differences. Step 2: the same loss traced into an IR graph, printed and drawn. Step 3:
+its backward graph, derived by the vjp pass. Later steps (jit) come with that layer.
 """
 import os
 
@@ -88,7 +88,36 @@ def step_trace(out_dir):
     return same
 
 
+def step_backward_graph(out_dir):
+    print()
+    print("== 3. The backward graph: ak.ir.passes.vjp, derived from each op's own rules ==")
+    specs = [ak.zeros(4, 3, dtype=ak.float64), ak.zeros(3, 5, dtype=ak.float64),
+             ak.zeros(5, 1, dtype=ak.float64)]
+    forward = ak.trace(loss_fn, *specs)
+    passes = ak.ir.passes
+    backward = passes.pipeline([passes.fold_constants, passes.simplify, passes.cse,
+                                passes.dce])(passes.vjp(forward))
+    print("inputs: x, w1, w2, then the cotangent of the loss; outputs: the loss, then one "
+          "gradient per input")
+    print(backward)
+    path = os.path.join(out_dir, "adkit-demo-backward.svg")
+    try:
+        backward.render(path)
+    except RuntimeError:
+        path = backward.render(os.path.join(out_dir, "adkit-demo-backward.dot"))
+    print(f"backward graph written to {path}")
+    ak.manual_seed(0)
+    args = [ak.randn(4, 3, dtype=ak.float64), ak.randn(3, 5, dtype=ak.float64),
+            ak.randn(5, 1, dtype=ak.float64)]
+    results = backward(*args, ak.tensor(1.0, dtype=ak.float64))
+    grads = ak.func.grad(loss_fn, argnums=(1, 2))(*args)
+    same = all(np.allclose(r.numpy(), g.numpy()) for r, g in zip(results[2:], grads))
+    print("its gradients equal ak.func.grad's:", "yes" if same else "NO")
+    return same
+
+
 def run(out_dir="."):
     ok = step_eager_gradient()
     ok = step_trace(out_dir) and ok
+    ok = step_backward_graph(out_dir) and ok
     return 0 if ok else 1

@@ -177,8 +177,7 @@ class BasicIndex(ArrayFunction):
 
     @classmethod
     def vmap(cls, info, in_dims, x, key):
-        """Batching rule: batch dim to the front, and a full slice for it leading the key
-        (the key's Nones then insert dims after it)."""
+        """Batching rule: batch dim to the front, a full slice for it leading the key."""
         return cls.apply(x.movedim(in_dims[0], 0), (slice(None),) + key), 0
 
 
@@ -212,8 +211,8 @@ class AdvancedIndex(ArrayFunction):
 
     @classmethod
     def vmap(cls, info, in_dims, x, key):
-        """Batching rule: batch dim to the front, a full slice for it leading the key; the
-        output's batch dim is after the index dims if numpy moved those to the front."""
+        """Batching rule: batch dim to the front, a full slice for it leading the key."""
+        # numpy may move the index dims before it: _advanced_bdim says where it lands
         out = cls.apply(x.movedim(in_dims[0], 0), (slice(None),) + key)
         return out, _advanced_bdim(key)
 
@@ -246,8 +245,7 @@ class IndexScatter(ArrayFunction):
 
     @classmethod
     def vmap(cls, info, in_dims, g, shape, key, basic):
-        """Batching rule: g (of the indexed region's shape) with its batch dim where
-        x[(slice(None),) + key] puts it; the output batched at the front."""
+        """Batching rule: g batched where x[(slice(None),) + key] has it; out at the front."""
         g = g.movedim(in_dims[0], 0 if basic else _advanced_bdim(key))
         return cls.apply(g, (info.batch_size,) + tuple(shape), (slice(None),) + key,
                          basic), 0
@@ -331,9 +329,8 @@ class IndexPut(ArrayFunction):
 
     @classmethod
     def vmap(cls, info, in_dims, x, value, basic, advanced):
-        """Batching rule: x batched at the front (in place: x must be batched; out of
-        place: expanded if not), a full slice leading both keys, and the value's batch dim
-        (a size-1 dim if unbatched) where the indexed region has it."""
+        """Batching rule: x batched at the front, value batched where the region has it."""
+        # in place, x must be batched; out of place, an unbatched x is expanded
         if in_dims[0] is None and cls.modifies is not None:
             raise inplace_vmap_error()
         example = _logical(x, in_dims[0])

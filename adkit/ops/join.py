@@ -99,9 +99,9 @@ class Cat(ArrayFunction):
 
     @classmethod
     def vmap(cls, info, in_dims, dim, *tensors):
-        """Batching rule: every tensor batched at the front (unbatched ones expanded), the
-        cat dim shifted past it; per-example 1-D empty tensors (which cat skips) become
-        empty blocks, so that they still take part in dtype promotion."""
+        """Batching rule: all batched at the front (unbatched expanded), dim shifted past it."""
+        # per-example 1-D empty tensors (which cat skips) become empty blocks, so that they
+        # still take part in dtype promotion
         examples = [_logical(t, d) for t, d in zip(tensors, in_dims[1:])]
         d = _cat_dim(dim, examples)
         ref = next((e for e in examples if not _skipped(e)), None)
@@ -159,8 +159,7 @@ class Stack(ArrayFunction):
 
     @classmethod
     def vmap(cls, info, in_dims, dim, *tensors):
-        """Batching rule: every tensor batched at the front (unbatched ones expanded), the
-        new dim shifted past it."""
+        """Batching rule: all batched at the front (unbatched expanded), dim shifted past it."""
         d = _stack_dim(dim, [_logical(t, b) for t, b in zip(tensors, in_dims[1:])])
         batched = [batch_first(t, b, info.batch_size) for t, b in zip(tensors, in_dims[1:])]
         return cls.apply(d + 1, *batched), 0
@@ -229,8 +228,7 @@ class Split(ArrayFunction):
 
     @classmethod
     def vmap(cls, info, in_dims, x, split_size_or_sections, dim=0):
-        """Batching rule: batch dim to the front, the split dim shifted past it; every
-        piece batched at the front."""
+        """Batching rule: batch dim to the front (of every piece), dim shifted past it."""
         x = x.movedim(in_dims[0], 0)
         if x.ndim == 1:
             raise RuntimeError("split expects at least a 1-dimensional tensor")

@@ -85,8 +85,8 @@ class IndexSelect(ArrayFunction):
 
     @classmethod
     def vmap(cls, info, in_dims, x, dim, index):
-        """Batching rule: x batched at the front (expanded if not), dim shifted past it; a
-        batched index (one vector per example) becomes a gather index along that dim."""
+        """Batching rule: x batched at the front (expanded if not), dim shifted past it."""
+        # a batched index (one vector per example) becomes a gather index
         size, example = info.batch_size, _logical(x, in_dims[0])
         d = wrap_dim(dim, example.ndim)
         xb = batch_first(x, in_dims[0], size)
@@ -156,8 +156,7 @@ class Gather(ArrayFunction):
 
     @classmethod
     def vmap(cls, info, in_dims, x, dim, index):
-        """Batching rule: x and index batched at the front (expanded if not), dim shifted
-        past it."""
+        """Batching rule: x, index batched at the front (expanded if not), dim shifted."""
         size, example = info.batch_size, _logical(x, in_dims[0])
         d = wrap_dim(dim, example.ndim)
         if example.ndim == 0:  # as one-element vectors, like forward
@@ -214,8 +213,7 @@ class ScatterAdd(ArrayFunction):
 
     @classmethod
     def vmap(cls, info, in_dims, x, dim, index, src):
-        """Batching rule: x, index and src batched at the front (expanded if not), dim
-        shifted past it."""
+        """Batching rule: x, index, src batched at the front (expanded if not), dim shifted."""
         size, example = info.batch_size, _logical(x, in_dims[0])
         d = wrap_dim(dim, example.ndim)
         operands = ((x, in_dims[0]), (index, in_dims[2]), (src, in_dims[3]))
@@ -321,8 +319,8 @@ class IndexAdd(ArrayFunction):
 
     @classmethod
     def vmap(cls, info, in_dims, x, dim, index, source, alpha=1):
-        """Batching rule: x and source batched at the front (expanded if not), dim shifted
-        past it; a batched index (one vector per example) becomes a scatter_add index."""
+        """Batching rule: x, source batched at the front (expanded if not), dim shifted."""
+        # a batched index (one vector per example) becomes a scatter_add index
         xb = batch_first(x, in_dims[0], info.batch_size)
         x1, d, s1 = _index_add_operands(info, in_dims, xb, dim, source)
         if in_dims[2] is None:
@@ -349,8 +347,8 @@ class IndexAdd_(IndexAdd):  # noqa: N801  (PyTorch's name)
 
     @classmethod
     def vmap(cls, info, in_dims, x, dim, index, source, alpha=1):
-        """Batching rule: in place on x's view with the batch dim at the front (x must be
-        batched); with a batched index, computed out of place and written back."""
+        """Batching rule: in place on x's view with the batch dim at the front."""
+        # x must be batched; with a batched index, computed out of place and written back
         if in_dims[0] is None:
             raise inplace_vmap_error("index_add_")
         xb = x.movedim(in_dims[0], 0)

@@ -100,8 +100,7 @@ class _Restride(ArrayFunction):
 
     @classmethod
     def vmap(cls, info, in_dims, x, shape):
-        """Batching rule (reshape, view): batch dim to the front, then the per-example
-        shape with its -1 resolved."""
+        """Batching rule (reshape, view): batch dim to the front, the per-example shape after."""
         x = x.movedim(in_dims[0], 0)
         per_example = _infer_size(shape, math.prod(x.shape[1:]))
         return cls.apply(x, (x.shape[0],) + per_example), 0
@@ -156,8 +155,7 @@ class Squeeze(_Restride):
 
     @classmethod
     def vmap(cls, info, in_dims, x, dim=None):
-        """Batching rule: batch dim to the front (never squeezed, even of size 1), the
-        per-example dims shifted past it."""
+        """Batching rule: batch dim to the front (never squeezed), the dims shifted past it."""
         x = x.movedim(in_dims[0], 0)
         shape = tuple(x.shape[1:])
         if dim is None:
@@ -250,8 +248,8 @@ class Expand(ArrayFunction):
 
     @classmethod
     def vmap(cls, info, in_dims, x, shape):
-        """Batching rule: batch dim to the front, the per-example dims padded with 1s to
-        the target's rank (right-aligned), then expanded to (B, *target)."""
+        """Batching rule: batch dim to the front, expanded to (B, *per-example target)."""
+        # the per-example dims are right-aligned under the target: pad them with 1s
         x = x.movedim(in_dims[0], 0)
         target = cls.forward(_logical(x, 0), shape).shape  # per-example checks, -1s
         per_example = tuple(x.shape[1:])
@@ -503,8 +501,7 @@ class Repeat(ArrayFunction):
 
     @classmethod
     def vmap(cls, info, in_dims, x, sizes):
-        """Batching rule: batch dim to the front (repeated once), the per-example dims
-        padded with 1s to len(sizes)."""
+        """Batching rule: batch dim to the front, repeated once (sizes led by a 1)."""
         x = x.movedim(in_dims[0], 0)
         size, per_example = x.shape[0], tuple(x.shape[1:])
         _check_repeat(per_example, sizes)

@@ -60,14 +60,13 @@ class _SortLike(ArrayFunction):
 
     @classmethod
     def vmap(cls, info, in_dims, x, *params):
-        """Batching rule: batch dim to the front, dim shifted past it (a per-example
-        scalar as a one-element vector); both outputs batched at the front."""
+        """Batching rule: batch dim to the front (of both outputs), dim shifted past it."""
         x, params, k = x.movedim(in_dims[0], 0), list(params), cls._dim_arg - 1
         size = x.shape[0]
         if x.ndim > 1:
             params[k] = wrap_dim(params[k], x.ndim - 1) + 1
             return cls.apply(x, *params), 0
-        wrap_dim(params[k], 0)
+        wrap_dim(params[k], 0)  # per-example scalars: sorted as one-element vectors
         params[k] = 1
         values, indices = cls.apply(x.reshape((size, 1)), *params)
         if values.shape[1] == 1:  # one value per example: a scalar, like forward's

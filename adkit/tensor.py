@@ -250,6 +250,40 @@ class Tensor:
         return object.__format__(self, spec)
 
 
+class AbstractTensor(Tensor):
+    """Base of tensors that stand for values they do not hold (a tracer, a batched
+    example): shape and dtype work, every read of the values calls `_value_error`."""
+
+    __slots__ = ()
+
+    def _value_error(self, what):
+        raise RuntimeError(f"{what} needs the values of this tensor, which it does not hold")
+
+    def __bool__(self):
+        self._value_error("bool(tensor) (e.g. `if`/`while` on a tensor)")
+
+    def item(self):
+        self._value_error("tensor.item()")
+
+    def tolist(self):
+        self._value_error("tensor.tolist()")
+
+    def numpy(self, *, force=False):
+        self._value_error("tensor.numpy()")
+
+    def __array__(self, dtype=None, copy=None):
+        self._value_error("converting a tensor to a numpy array")
+
+    def __float__(self):
+        self._value_error("float(tensor)")
+
+    def __int__(self):
+        self._value_error("int(tensor)")
+
+    def __index__(self):
+        self._value_error("using a tensor as an index or size")
+
+
 def _init(t, arr, grad_fn, version_counter, requires_grad=False, output_nr=0):
     t._data = arr
     t._requires_grad = requires_grad

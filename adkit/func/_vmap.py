@@ -15,7 +15,7 @@ from .. import _dispatch
 from .._pytree import tree_flatten, tree_unflatten
 from ..autograd.function import Function
 from ..ops import FUNCTIONS
-from ..tensor import Tensor, _wrap_dim
+from ..tensor import AbstractTensor, Tensor, _wrap_dim
 
 VmapInfo = namedtuple("VmapInfo", ("batch_size", "randomness"))
 
@@ -23,7 +23,7 @@ _VALUE_MESSAGE = ("vmap: {what} needs the value of a batched tensor, which diffe
                   "example; express it with tensor ops (e.g. ak.where) instead")
 
 
-class BatchedTensor(Tensor):
+class BatchedTensor(AbstractTensor):
     """One example of a batch: shape and dtype are per example; `_value` holds the
     whole batch with the batch dim at `_bdim`, for the interpreter `_level`."""
 
@@ -31,27 +31,6 @@ class BatchedTensor(Tensor):
 
     def _value_error(self, what):
         raise RuntimeError(_VALUE_MESSAGE.format(what=what))
-
-    def __bool__(self):
-        self._value_error("bool(tensor)")
-
-    def item(self):
-        self._value_error("tensor.item()")
-
-    def tolist(self):
-        self._value_error("tensor.tolist()")
-
-    def numpy(self, *, force=False):
-        self._value_error("tensor.numpy()")
-
-    def __array__(self, dtype=None, copy=None):
-        self._value_error("converting a tensor to a numpy array")
-
-    def __float__(self):
-        self._value_error("float(tensor)")
-
-    def __int__(self):
-        self._value_error("int(tensor)")
 
     def __repr__(self):
         return (f"BatchedTensor(per-example shape={list(self._data.shape)}, "

@@ -118,13 +118,24 @@ def _checkpoint_with_hooks(function, args, kwargs, preserve_rng_state, check):
 
 class _Handle:
     """What a node of the segment keeps instead of a saved tensor: the tensor's number
-    in the order the segment saves tensors. The frame holds handles weakly, so a rerun
-    only keeps what some node still needs."""
+    in the order the segment saves tensors, and a weak reference to it (while something
+    else keeps it alive and unchanged, e.g. forward-mode AD reading it at once, or an
+    output the caller holds, it is handed back without a rerun). The frame holds
+    handles weakly, so a rerun only keeps what some node still needs."""
 
-    __slots__ = ("index", "__weakref__")
+    __slots__ = ("index", "ref", "version", "__weakref__")
 
-    def __init__(self, index):
+    def __init__(self, index, tensor):
         self.index = index
+        self.ref = weakref.ref(tensor)
+        self.version = tensor._version_counter[0]
+
+    def alive(self):
+        """The saved tensor itself, if it still exists unmodified, else None."""
+        tensor = self.ref()
+        if tensor is not None and tensor._version_counter[0] == self.version:
+            return tensor
+        return None
 
 
 class _Frame:
@@ -148,12 +159,15 @@ class _Frame:
                            True: weakref.WeakKeyDictionary()}
 
     def pack(self, tensor):
-        handle = _Handle(len(self.metas))
+        handle = _Handle(len(self.metas), tensor)
         self.metas.append(_meta(tensor))
         self.handles.append(weakref.ref(handle))
         return handle
 
     def unpack(self, handle):
+        alive = handle.alive()
+        if alive is not None:
+            return alive
         keep_graph = is_grad_enabled()
         store = self.recomputed[keep_graph]
         if handle not in store:

@@ -16,7 +16,7 @@ from .. import _dispatch
 from .._pytree import tree_flatten, tree_unflatten
 from ..autograd._eager import needs_tape, record
 from ..autograd.forward_ad import STATE as FORWARD_AD, apply_with_tangents, tangent_level
-from ..tensor import Tensor
+from ..tensor import AbstractTensor, Tensor
 from . import printing, rules
 from .graph import Graph
 
@@ -31,7 +31,7 @@ _HOW_TO_FIX = ("While tracing, tensors have a shape and a dtype but no values, s
                "run the function eagerly instead of tracing it.")
 
 
-class TracerTensor(Tensor):
+class TracerTensor(AbstractTensor):
     """A tensor inside a trace: (graph node, output number) plus shape and dtype."""
 
     __slots__ = ("_interpreter", "_node", "_out")
@@ -43,30 +43,6 @@ class TracerTensor(Tensor):
     def _describe(self):
         spec = rules.spec_of(self)
         return f"{spec.dtype.name}{list(spec.shape)}"
-
-    def __bool__(self):
-        self._value_error("bool(tensor) (e.g. `if`/`while` on a tensor)")
-
-    def item(self):
-        self._value_error("tensor.item()")
-
-    def tolist(self):
-        self._value_error("tensor.tolist()")
-
-    def numpy(self, *, force=False):
-        self._value_error("tensor.numpy()")
-
-    def __array__(self, dtype=None, copy=None):
-        self._value_error("converting a tensor to a numpy array")
-
-    def __float__(self):
-        self._value_error("float(tensor)")
-
-    def __int__(self):
-        self._value_error("int(tensor)")
-
-    def __index__(self):
-        self._value_error("using a tensor as an index or size")
 
     def __repr__(self):
         return f"TracerTensor({self._describe()}, node={self._node})"

@@ -218,6 +218,16 @@ def _scale(t, d):
     return t * d
 
 
+class ShapeOp(ArrayFunction):
+    """Ops that rearrange or broadcast values (reshape, expand, sum_to_size...): their
+    rules need only the input and output shapes, which setup_context records."""
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.input_shape = tuple(inputs[0].shape)
+        ctx.output_shape = tuple(output.shape)
+
+
 class Reduction(ArrayFunction):
     """y = reduce(x, dim, keepdim). Subclasses give `forward(x, dim=None,
     keepdim=False)` and `backward`; the family supplies the metadata every reduction

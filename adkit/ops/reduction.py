@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import dtypes
 from ..tensor import Tensor, _make, _wrap_dim
-from ._families import ArrayFunction, Reduction, public
+from ._families import ArrayFunction, Reduction, ShapeOp, public
 from ._helpers import as_float_array, normalize_dims
 
 MaxResult = namedtuple("max", ["values", "indices"])  # like torch.return_types.max
@@ -132,7 +132,7 @@ class Sum(Reduction):
         return getattr(x_t, ctx._forward_cls.public_name)(ctx.dims, ctx.keepdim, dtype=dtype)
 
 
-class SumToSize(ArrayFunction):
+class SumToSize(ShapeOp):
     """y = x summed down to `shape` (the inverse of broadcasting x from shape);
     grad_x = grad_out expanded to x's shape."""
     public_name = "sum_to_size"
@@ -153,11 +153,6 @@ class SumToSize(ArrayFunction):
         shape = tuple(shape)
         dims = SumToSize.summed_dims(x.shape, shape)
         return x.sum(axis=dims).reshape(shape) if dims else x.copy()
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.input_shape = tuple(inputs[0].shape)
-        ctx.output_shape = tuple(output.shape)
 
     @staticmethod
     def backward(ctx, grad_out):

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from .. import dtypes
-from ._families import ArrayFunction, _logical, public
+from ._families import ArrayFunction, ShapeOp, _logical, public
 from ._helpers import normalize_dims, wrap_dim
 
 
@@ -80,15 +80,10 @@ def _infer_size(shape, numel):
     raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
 
 
-class _Restride(ArrayFunction):
+class _Restride(ShapeOp):
     """Shared rules of ops that only change the shape, not the element order:
     grad_x = grad_out reshaped to x's shape;  out_t = x_t reshaped to the output's."""
     is_view = True
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.input_shape = tuple(inputs[0].shape)
-        ctx.output_shape = tuple(output.shape)
 
     @staticmethod
     def backward(ctx, grad_out):
@@ -217,7 +212,7 @@ def unflatten(x, dim, sizes):
     return Reshape.apply(x, shape[:d] + sizes + shape[d + 1:])
 
 
-class Expand(ArrayFunction):
+class Expand(ShapeOp):
     """y = x broadcast to `shape` (-1 keeps a dim);  grad_x = sum_to(grad_out, x.shape)."""
     public_name = "expand"
     variants = ("method",)
@@ -232,11 +227,6 @@ class Expand(ArrayFunction):
             return np.broadcast_to(x, shape)
         except ValueError:
             raise RuntimeError(expand_error(x, shape)) from None
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.input_shape = tuple(inputs[0].shape)
-        ctx.output_shape = tuple(output.shape)
 
     @staticmethod
     def backward(ctx, grad_out):

@@ -190,6 +190,61 @@ def test_grad_grad_grad_is_the_third_derivative(x):
                                **TOL)
 
 
+SAVES_OUTPUT = {  # f, its second derivative (elementwise), for ops whose backward reads
+    # the forward output
+    "exp": (lambda x: x.exp(), np.exp),
+    "tanh": (lambda x: x.tanh(), lambda x: -2 * np.tanh(x) * (1 - np.tanh(x) ** 2)),
+    "sqrt": (lambda x: x.sqrt(), lambda x: -0.25 * x ** -1.5),
+    "sigmoid": (lambda x: x.sigmoid(),
+                lambda x: (lambda s: s * (1 - s) * (1 - 2 * s))(1 / (1 + np.exp(-x)))),
+}
+POSITIVE_POINTS = np.array([0.5, 1.0, 2.0])
+
+
+@pytest.mark.parametrize("name", list(SAVES_OUTPUT))
+def test_reverse_over_reverse_through_ops_that_save_outputs(name):
+    fn, d2 = SAVES_OUTPUT[name]
+    x = t(POSITIVE_POINTS)
+    close = dict(rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(n(F.jacrev(F.jacrev(lambda a: fn(a).sum()))(x)),
+                               np.diag(d2(POSITIVE_POINTS)), **close)
+
+
+@pytest.mark.xfail(strict=True, reason="forward-over-reverse drops the term from an op's "
+                   "saved output: forward AD loses the tangent of the output the backward "
+                   "reads, so hessian (= jacfwd(jacrev)) and jvp(grad) are wrong (zeros "
+                   "for exp/tanh/sqrt/sigmoid)")
+@pytest.mark.parametrize("name", list(SAVES_OUTPUT))
+def test_forward_over_reverse_through_ops_that_save_outputs(name):
+    fn, d2 = SAVES_OUTPUT[name]
+    x = t(POSITIVE_POINTS)
+    want = np.diag(d2(POSITIVE_POINTS))
+    close = dict(rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(n(F.hessian(lambda a: fn(a).sum())(x)), want, **close)
+    _, hvp = F.jvp(F.grad(lambda a: fn(a).sum()), (x,), (t(np.ones(3)),))
+    np.testing.assert_allclose(n(hvp), d2(POSITIVE_POINTS), **close)
+
+
+@pytest.mark.xfail(strict=True, reason="reverse mode of a function whose output does not "
+                   "depend on the differentiated input raises 'element 0 of tensors does "
+                   "not require grad' instead of returning zeros (torch.func gives zeros)")
+@pytest.mark.parametrize("case", ["grad^3-of-square", "jacrev^2-of-linear",
+                                  "grad-of-constant", "vjp-of-constant"])
+def test_reverse_mode_of_input_independent_outputs_is_zero(case):
+    x = t(X0)
+    if case == "grad^3-of-square":
+        got = F.grad(F.grad(F.grad(lambda a: a * a)))(ak.tensor(1.5, dtype=F64))
+        want = 0.0
+    elif case == "jacrev^2-of-linear":
+        got, want = F.jacrev(F.jacrev(lambda a: (a * 2).sum()))(x), np.zeros((3, 3))
+    elif case == "grad-of-constant":
+        got, want = F.grad(lambda a: ak.tensor(1.0, dtype=F64))(x), np.zeros(3)
+    else:
+        got = F.vjp(lambda a: ak.ones(3, dtype=F64), x)[1](t(np.ones(3)))[0]
+        want = np.zeros(3)
+    np.testing.assert_allclose(n(got), want, **TOL)
+
+
 def test_vmap_of_grad_grad_elementwise():
     xs = np.array([0.7, -1.3, 2.0, 0.0])
     got = F.vmap(F.grad(F.grad(scalar_f)))(t(xs))
@@ -428,7 +483,7 @@ def test_control_flow_under_jacfwd_and_hessian(x):
 
 def test_control_flow_under_vmap_raises_a_clear_error():
     xs = t(np.stack([POSITIVE, NEGATIVE]))
-    with pytest.raises(RuntimeError, match=r"vmap: bool\(tensor\) needs the value of a "
+    with pytest.raises(RuntimeError, match=r"vmap: bool\(tensor\).*needs the value of a "
                                            r"batched tensor.*ak\.where"):
         F.vmap(branchy)(xs)
     with pytest.raises(RuntimeError, match=r"vmap: bool\(tensor\)"):

@@ -19,6 +19,7 @@ int = int32  # noqa: A001
 
 globals().update(ops.FUNCTIONS)
 
-from .ir import trace  # noqa: E402  (after the ops: ak.trace is not an op)
+from .func import checkpoint  # noqa: E402  (after the ops: not ops themselves)
+from .ir import trace  # noqa: E402
 
 __version__ = "0.1.0"

@@ -16,7 +16,7 @@ def _is_namedtuple(x):
 
 def tree_flatten(tree, is_leaf=None):
     """Leaves in depth-first order and the spec to rebuild the structure. Containers are
-    tuples, lists, dicts (sorted keys) and namedtuples; anything else is a leaf."""
+    tuples, lists, dicts (in insertion order) and namedtuples; anything else a leaf."""
     leaves = []
     spec = _flatten(tree, leaves, is_leaf)
     return leaves, spec
@@ -33,7 +33,7 @@ def _flatten(tree, leaves, is_leaf):
         return TreeSpec(type(tree).__name__, None,
                         tuple(_flatten(x, leaves, is_leaf) for x in tree))
     if isinstance(tree, dict):
-        keys = tuple(sorted(tree, key=repr))
+        keys = tuple(tree)  # insertion order, as torch.utils._pytree keeps it
         return TreeSpec("dict", keys, tuple(_flatten(tree[k], leaves, is_leaf) for k in keys))
     leaves.append(tree)
     return LEAF

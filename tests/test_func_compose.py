@@ -210,10 +210,6 @@ def test_reverse_over_reverse_through_ops_that_save_outputs(name):
                                np.diag(d2(POSITIVE_POINTS)), **close)
 
 
-@pytest.mark.xfail(strict=True, reason="forward-over-reverse drops the term from an op's "
-                   "saved output: forward AD loses the tangent of the output the backward "
-                   "reads, so hessian (= jacfwd(jacrev)) and jvp(grad) are wrong (zeros "
-                   "for exp/tanh/sqrt/sigmoid)")
 @pytest.mark.parametrize("name", list(SAVES_OUTPUT))
 def test_forward_over_reverse_through_ops_that_save_outputs(name):
     fn, d2 = SAVES_OUTPUT[name]
@@ -225,9 +221,6 @@ def test_forward_over_reverse_through_ops_that_save_outputs(name):
     np.testing.assert_allclose(n(hvp), d2(POSITIVE_POINTS), **close)
 
 
-@pytest.mark.xfail(strict=True, reason="reverse mode of a function whose output does not "
-                   "depend on the differentiated input raises 'element 0 of tensors does "
-                   "not require grad' instead of returning zeros (torch.func gives zeros)")
 @pytest.mark.parametrize("case", ["grad^3-of-square", "jacrev^2-of-linear",
                                   "grad-of-constant", "vjp-of-constant"])
 def test_reverse_mode_of_input_independent_outputs_is_zero(case):
@@ -472,9 +465,6 @@ def test_control_flow_with_value_dependent_loop():
     np.testing.assert_allclose(n(jv), 3 / 8, **TOL)
 
 
-@pytest.mark.xfail(strict=True, reason="jacfwd/hessian of value-dependent control flow: the "
-                   "primal is expanded to the basis vmap level, so bool() sees a batched "
-                   "tensor (torch.func.jacfwd and hessian accept this)")
 @pytest.mark.parametrize("x", [POSITIVE, NEGATIVE], ids=["then", "else"])
 def test_control_flow_under_jacfwd_and_hessian(x):
     np.testing.assert_allclose(n(F.jacfwd(branchy)(t(x))), _branchy_grad(x), **TOL)

@@ -231,6 +231,7 @@ REVERSE_OVER_REVERSE_BUG = {
 
 
 def _mark_known(cases, table, reason):
+    return cases  # the bugs these tables listed are fixed
     marked = []
     for p in cases:
         name, index = p.id.rsplit("-float64-sample", 1)

@@ -294,9 +294,6 @@ def test_vjp_pass_with_an_integer_output():
     np.testing.assert_allclose(n(gx), np.cos(n(x)) * n(ct), **TOL)
 
 
-@pytest.mark.xfail(strict=True, reason="passes.jvp makes a dual of every input, so a graph "
-                   "with an integer (index) input fails in make_dual (ValueError: Expected "
-                   "primal to be floating point); passes.vjp handles the same graph")
 def test_jvp_pass_with_an_integer_input():
     x, idx, v = rand(4, 73), ak.tensor([0, 2, 2]), rand(4, 74)
     jg = run_pass(passes.jvp, ak.trace(gather_fn, x, idx))

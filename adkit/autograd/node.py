@@ -156,7 +156,10 @@ def pack_saved(node, tensors):
         if t is None:
             packs.append(None)
         elif t._grad_fn is node and type(t) is Tensor:
-            packs.append((t._data, t._version_counter, t._version_counter[0], t._output_nr))
+            # t.__dict__ is where forward-AD tangents will be attached: kept so that a
+            # backward run under a dual level sees the output's tangent (jvp of grad)
+            packs.append((t._data, t._version_counter, t._version_counter[0], t._output_nr,
+                          t.__dict__))
         # (a tracer is kept itself: its identity is its graph node, not its data)
         else:
             packs.append((t, t._version_counter[0]))
@@ -190,10 +193,13 @@ def unpack_saved(node, packs):
                                                      version, t._grad_fn, t._output_nr))
             result.append(t)
         else:
-            data, counter, version, nr = p
+            data, counter, version, nr, attrs = p
             if counter[0] != version:
                 raise RuntimeError(_modified_message(node, data, counter, version, node, nr))
-            result.append(_make(data, node, nr, True, counter))
+            t = _make(data, node, nr, True, counter)
+            if "_fw" in attrs:
+                t._fw = attrs["_fw"]
+            result.append(t)
     return tuple(result)
 
 

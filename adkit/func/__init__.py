@@ -3,6 +3,7 @@ jacrev, jacfwd, hessian, linearize). Re-exports only."""
 from ._autodiff import (grad, grad_and_value, hessian, jacfwd, jacrev, jvp, linearize,
                         vjp)
 from ._vmap import BatchedTensor, BatchInterpreter, vmap
+from .checkpoint import checkpoint
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "vmap", "jacrev", "jacfwd", "hessian",
-           "linearize", "BatchedTensor", "BatchInterpreter"]
+           "linearize", "checkpoint", "BatchedTensor", "BatchInterpreter"]

@@ -15,6 +15,7 @@ import numpy as np
 from .._pytree import tree_flatten, tree_unflatten
 from ..autograd import engine, forward_ad
 from ..autograd.grad_mode import enable_grad
+from ..ops import FUNCTIONS
 from ..tensor import Tensor, _make
 from . import _levels
 from ._vmap import BatchedTensor, vmap, wrap
@@ -90,8 +91,8 @@ def grad_and_value(func, argnums=0, has_aux=False):
     def wrapper(*args, **kwargs):
         nums, single = _argnums_tuple(argnums, len(args), "grad_and_value")
         levels = _levels.active_levels()
-        prepared = _Prepared([args[i] for i in nums], levels)
         with enable_grad(), _transforming():
+            prepared = _Prepared([args[i] for i in nums], levels)
             output = func(*_replace_args(args, nums, prepared.trees()), **kwargs)
         output, aux = _split_aux(output, has_aux, "grad_and_value")
         if not isinstance(output, Tensor) or output.dim() != 0:
@@ -135,9 +136,16 @@ def _grads(outputs, inputs, grad_outputs):
     """The engine's gradients, zeros for inputs that do not influence the outputs. They
     are differentiable (create_graph) only when something outside may differentiate them:
     an enclosing transform, or a tensor of the caller's that requires grad."""
+    pairs = [(o, g) for o, g in zip(outputs, grad_outputs) if o.requires_grad]
+    wanted = [t for t in inputs if t.requires_grad]
+    if not pairs or not wanted:  # nothing depends on the inputs: zero gradients
+        return [_make(np.zeros(t._data.shape, t._data.dtype)) for t in inputs]
+    outputs, grad_outputs = [o for o, _ in pairs], [g for _, g in pairs]
     create = _DEPTH.value > 0 or _reaches_outside(outputs, inputs)
-    return list(engine.grad(outputs, inputs, grad_outputs, create_graph=create,
-                            retain_graph=True, allow_unused=True, materialize_grads=True))
+    grads = iter(engine.grad(outputs, wanted, grad_outputs, create_graph=create,
+                             retain_graph=True, allow_unused=True, materialize_grads=True))
+    return [next(grads) if t.requires_grad else
+            _make(np.zeros(t._data.shape, t._data.dtype)) for t in inputs]
 
 
 class _Depth(threading.local):
@@ -159,6 +167,15 @@ def _transforming():
         _DEPTH.value -= 1
 
 
+def _cut(tree):
+    """Tensors of `tree` detached unless their history reaches a caller's tensor."""
+    own = _DEPTH.fresh if isinstance(_DEPTH.fresh, set) else set()
+    leaves, spec = tree_flatten(tree, is_leaf=_is_tensor)
+    leaves = [x.detach() if isinstance(x, Tensor) and x.requires_grad and
+              not _reaches_outside([_innermost(x)], own) else x for x in leaves]
+    return tree_unflatten(spec, leaves)
+
+
 def _outermost(transform):
     """Results of the outermost transform are cut from the transforms' internal history
     (as torch.func returns plain tensors), unless they depend on a tensor of the
@@ -167,13 +184,7 @@ def _outermost(transform):
     def wrapper(*args, **kwargs):
         outermost = _DEPTH.value == 0
         result = transform(*args, **kwargs)
-        if not outermost:
-            return result
-        own = _DEPTH.fresh
-        leaves, spec = tree_flatten(result, is_leaf=_is_tensor)
-        leaves = [x.detach() if isinstance(x, Tensor) and x.requires_grad and
-                  not _reaches_outside([_innermost(x)], own) else x for x in leaves]
-        return tree_unflatten(spec, leaves)
+        return _cut(result) if outermost else result
     return wrapper
 
 
@@ -210,12 +221,14 @@ def vjp(func, *primals, has_aux=False):
     """(func(*primals), vjp_fn[, aux]): vjp_fn(cotangents) gives one gradient per primal,
     in the primals' structure (torch.func.vjp)."""
     levels = _levels.active_levels()
-    prepared = _Prepared(primals, levels)
     with enable_grad(), _transforming():
+        prepared = _Prepared(primals, levels)
         output = func(*prepared.trees())
     output, aux = _split_aux(output, has_aux, "vjp")
     out_leaves, out_spec = tree_flatten(output, is_leaf=_is_tensor)
     out_phys = [_levels.physical(o, levels) for o in out_leaves]
+    if _DEPTH.value == 0:  # what the caller sees is cut from the vjp's own leaves
+        output, aux = _cut(output), _cut(aux)
 
     def vjp_fn(*cotangents):
         cts = cotangents[0] if len(cotangents) == 1 else cotangents
@@ -272,8 +285,8 @@ def jvp(func, primals, tangents, *, has_aux=False):
     with forward_ad.dual_level():
         duals = []
         for p, t in zip(p_leaves, t_leaves):
-            if not isinstance(p, Tensor):
-                duals.append(p)
+            if not isinstance(p, Tensor) or not p.is_floating_point():
+                duals.append(p)  # integer inputs carry no tangent
                 continue
             pp, tp = _levels.physical(p, levels), _levels.physical(t, levels)
             with _levels.below(levels):
@@ -347,31 +360,46 @@ def _unflatten_jacobian(g, out):
 
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
-    """The Jacobian by forward mode: vmap of the jvp over the input basis."""
+    """The Jacobian by forward mode: one jvp per input basis vector (the primals stay
+    unbatched, so value-dependent Python control flow works, as in torch.func)."""
     @_outermost
     @functools.wraps(func)
     def wrapper(*args):
         nums, single = _argnums_tuple(argnums, len(args), "jacfwd")
-        diff = [args[i] for i in nums]
-        d_leaves, d_spec = tree_flatten(tuple(diff), is_leaf=_is_tensor)
-        columns = []  # per input leaf: output pytree of (out.shape + in.shape)
-        aux = None
+        d_leaves, d_spec = tree_flatten(tuple(args[i] for i in nums), is_leaf=_is_tensor)
+
+        def call(*ds):
+            return func(*_replace_args(args, nums, ds))
+        columns, aux = [], None
         for k, x in enumerate(d_leaves):
-            def one_column(v, k=k):
-                tangents = [v if j == k else _make(np.zeros(p._data.shape, p._data.dtype))
+            if x.numel() == 0:  # no basis vectors: zeros of out.shape + x.shape
+                out = call(*tree_unflatten(d_spec, d_leaves))
+                out = out[0] if has_aux else out
+                columns.append(_tree_map(lambda o, x=x: _make(np.zeros(
+                    tuple(o.shape) + tuple(x.shape), o._data.dtype)), out))
+                continue
+            tangent_outs = []
+            for basis in _basis(x):
+                tangents = [basis.reshape(tuple(x.shape)) if j == k else
+                            _make(np.zeros(p._data.shape, p._data.dtype))
                             for j, p in enumerate(d_leaves)]
-                out = jvp(lambda *ds: func(*_replace_args(args, nums, ds)),
-                          tuple(tree_unflatten(d_spec, d_leaves)),
+                res = jvp(call, tuple(tree_unflatten(d_spec, d_leaves)),
                           tuple(tree_unflatten(d_spec, tangents)), has_aux=has_aux)
-                return (out[1], out[2]) if has_aux else out[1]
-            res = vmap(one_column, out_dims=-1)(_basis(x))
-            if has_aux:
-                res, aux = res
-            columns.append(_tree_map(lambda t: t.reshape(
-                tuple(t.shape[:-1]) + tuple(x.shape)), res))
+                aux = res[2] if has_aux else aux
+                tangent_outs.append(res[1])
+            columns.append(_stack_columns(tangent_outs, x))
         jac = _transpose_tree(columns, d_spec, single)
-        return (jac, _tree_map(lambda a: a.select(-1, 0), aux)) if has_aux else jac
+        return (jac, aux) if has_aux else jac
     return wrapper
+
+
+def _stack_columns(tangent_outs, x):
+    """[output tree per input element] -> output tree of (out.shape + x.shape)."""
+    leaves = [tree_flatten(t, is_leaf=_is_tensor)[0] for t in tangent_outs]
+    spec = tree_flatten(tangent_outs[0], is_leaf=_is_tensor)[1]
+    stacked = [FUNCTIONS["stack"]([col[i] for col in leaves], -1).reshape(
+        tuple(leaves[0][i].shape) + tuple(x.shape)) for i in range(len(leaves[0]))]
+    return tree_unflatten(spec, stacked)
 
 
 def _tree_map(fn, tree):

@@ -199,7 +199,7 @@ def _concat_chunks(chunks, out_dims):
     leaves0, tree = tree_flatten(first, is_leaf=lambda x: isinstance(x, Tensor))
     odims = _broadcast_prefix(out_dims, first, "out_dims")
     per_chunk = [tree_flatten(c, is_leaf=lambda x: isinstance(x, Tensor))[0] for c in chunks]
-    joined = [FUNCTIONS["cat"]([c[i] for c in per_chunk], d)
+    joined = [per_chunk[0][i] if d is None else FUNCTIONS["cat"]([c[i] for c in per_chunk], d)
               for i, d in enumerate(odims)]
     return tree_unflatten(tree, joined)
 
@@ -238,6 +238,13 @@ def _broadcast_prefix(prefix, tree, what):
     is_tensor = lambda x: isinstance(x, Tensor)  # noqa: E731
     if prefix is None or isinstance(prefix, int):
         leaves, _ = tree_flatten(tree, is_leaf=is_tensor)
+        if prefix is not None and what == "in_dims":
+            for x in leaves:
+                if not isinstance(x, Tensor):
+                    raise ValueError(f"vmap(f, in_dims=...)(<inputs>): Got in_dim={prefix} "
+                                     f"for an input but the input is of type "
+                                     f"{type(x).__name__}. We cannot vmap over non-Tensor "
+                                     "arguments, please use None as the respective in_dim")
         return [prefix if isinstance(x, Tensor) else None for x in leaves]
     if isinstance(tree, (tuple, list)) and isinstance(prefix, (tuple, list)):
         if len(prefix) != len(tree):
@@ -246,7 +253,6 @@ def _broadcast_prefix(prefix, tree, what):
                              "pytree prefix of it")
         return [d for p, t in zip(prefix, tree) for d in _broadcast_prefix(p, t, what)]
     if isinstance(tree, dict) and isinstance(prefix, dict):
-        keys = sorted(tree, key=repr)
-        return [d for k in keys for d in _broadcast_prefix(prefix.get(k), tree[k], what)]
+        return [d for k in tree for d in _broadcast_prefix(prefix.get(k), tree[k], what)]
     raise ValueError(f"vmap: {what}={prefix!r} does not match the structure of the "
                      f"{'inputs' if what == 'in_dims' else 'outputs'}")

@@ -21,8 +21,11 @@ plain function's bit for bit (same ops, same order, same values).
 use_reentrant=True: `_CheckpointFunction`, an `ak.autograd.Function` whose forward runs
 the segment under no_grad and whose backward reruns it on detached inputs and calls
 `backward()` inside the engine (PyTorch's reentrant checkpoint, with its limits: it
-refuses `grad()`, `backward(inputs=...)`, keyword arguments and double backward).
+refuses `ak.autograd.grad()`, keyword arguments and double backward).
 NB: `preserve_rng_state` replays the generator behind ak.rand/ak.randn in the rerun.
+Under `ak.trace` the segment's ops are recorded inline (a graph has no checkpoint node;
+`remat` does the job there), but a `grad()` traced through a checkpoint records the
+recomputation too.
 """
 import copy
 import functools
@@ -41,6 +44,7 @@ _DETERMINISM_CHECKS = ("default", "none")
 # NB: pack_saved keeps a tensor whose grad_fn *is* the node as bare data (a node's own
 # output); the inputs a frame saves belong to no node, so it passes this stand-in.
 _NO_NODE = object()
+_A_TENSOR = object()  # where a tensor argument goes back (None may be an argument)
 
 
 def checkpoint(function, *args, use_reentrant=False, preserve_rng_state=True,
@@ -64,6 +68,9 @@ def checkpoint(function, *args, use_reentrant=False, preserve_rng_state=True,
             raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs) +
                              " (use_reentrant=True takes positional arguments only; use "
                              "use_reentrant=False)")
+        if is_grad_enabled() and not any(_is_tensor(a) and a.requires_grad for a in args):
+            warnings.warn("None of the inputs have requires_grad=True. Gradients will be "
+                          "None", stacklevel=2)
         return _CheckpointFunction.apply(function, preserve_rng_state, *args)
     return _checkpoint_with_hooks(function, args, kwargs, preserve_rng_state,
                                   determinism_check == "default")
@@ -117,16 +124,15 @@ def _checkpoint_with_hooks(function, args, kwargs, preserve_rng_state, check):
 
 
 class _Handle:
-    """What a node of the segment keeps instead of a saved tensor: the tensor's number
-    in the order the segment saves tensors, and a weak reference to it (while something
-    else keeps it alive and unchanged, e.g. forward-mode AD reading it at once, or an
-    output the caller holds, it is handed back without a rerun). The frame holds
-    handles weakly, so a rerun only keeps what some node still needs."""
+    """What a node of the segment keeps instead of a saved tensor: a weak reference to
+    it (while something else keeps it alive and unchanged, e.g. forward-mode AD reading
+    it at once, or an output the caller holds, it is handed back without a rerun). The
+    frame holds its handles weakly, in the order they were made, so a rerun only keeps
+    what some node still needs."""
 
-    __slots__ = ("index", "ref", "version", "__weakref__")
+    __slots__ = ("ref", "version", "__weakref__")
 
-    def __init__(self, index, tensor):
-        self.index = index
+    def __init__(self, tensor):
         self.ref = weakref.ref(tensor)
         self.version = tensor._version_counter[0]
 
@@ -148,7 +154,7 @@ class _Frame:
     def __init__(self, function, args, kwargs, preserve_rng_state, check):
         leaves, self.tree = tree_flatten((args, kwargs), is_leaf=_is_tensor)
         self.function = function
-        self.leaves = [None if _is_tensor(x) else x for x in leaves]
+        self.leaves = [_A_TENSOR if _is_tensor(x) else x for x in leaves]
         # NB: saved through the hooks active now, so an outer checkpoint drops them too
         self.inputs = pack_saved(_NO_NODE, [x for x in leaves if _is_tensor(x)])
         self.rng = _rng_snapshot() if preserve_rng_state else None
@@ -159,7 +165,7 @@ class _Frame:
                            True: weakref.WeakKeyDictionary()}
 
     def pack(self, tensor):
-        handle = _Handle(len(self.metas), tensor)
+        handle = _Handle(tensor)
         self.metas.append(_meta(tensor))
         self.handles.append(weakref.ref(handle))
         return handle
@@ -181,7 +187,7 @@ class _Frame:
 
     def _arguments(self):
         it = iter(unpack_saved(_NO_NODE, self.inputs))
-        leaves = [next(it) if x is None else x for x in self.leaves]
+        leaves = [next(it) if x is _A_TENSOR else x for x in self.leaves]
         return tree_unflatten(self.tree, leaves)
 
     def _rerun(self, keep_graph):
@@ -212,11 +218,13 @@ class _Recorder:
                 f"saved tensor {k} is {_meta(tensor)} in the recomputation "
                 f"but was {want} in the first run"))
         handle = frame.handles[k]() if k < len(frame.handles) else None
-        kept = tensor if self.keep_graph else tensor.detach()
+        # NB: detached, but still requiring grad: a nested checkpoint reruns on it
+        kept = tensor if self.keep_graph else _detached_like(tensor)
         if handle is not None:  # else no node needs it any more
             self.store[handle] = (kept, kept._version_counter[0])
-        # the rerun's own nodes are differentiated only under create_graph
-        return tensor if self.keep_graph else None
+        # the rerun's own nodes are differentiated only under create_graph; else they
+        # may only read what is still alive (forward-mode AD reading at once)
+        return tensor if self.keep_graph else weakref.ref(tensor)
 
 
 def _meta(tensor):
@@ -224,10 +232,11 @@ def _meta(tensor):
 
 
 def _unpack_recorded(packed):
-    if packed is None:
-        raise RuntimeError("ak.checkpoint: the graph of a recomputation without "
+    tensor = packed() if isinstance(packed, weakref.ref) else packed
+    if tensor is None:
+        raise RuntimeError("ak.checkpoint: the graph of a recomputation run without "
                            "create_graph=True cannot be differentiated")
-    return packed
+    return tensor
 
 
 def _nondeterminism(what):
@@ -244,12 +253,9 @@ class _CheckpointFunction(Function):
 
     @staticmethod
     def forward(ctx, run_function, preserve_rng_state, *args):
-        if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
-            warnings.warn("None of the inputs have requires_grad=True. Gradients will be "
-                          "None", stacklevel=4)
         ctx.run_function = run_function
         ctx.rng = _rng_snapshot() if preserve_rng_state else None
-        ctx.inputs = [None if isinstance(a, Tensor) else a for a in args]
+        ctx.inputs = [_A_TENSOR if isinstance(a, Tensor) else a for a in args]
         ctx.save_for_backward(*[a for a in args if isinstance(a, Tensor)])
         return run_function(*args)  # grad mode is off in a Function's forward
 
@@ -257,7 +263,7 @@ class _CheckpointFunction(Function):
     def backward(ctx, *grad_outputs):
         _check_reentrant_backward()
         it = iter(ctx.saved_tensors)
-        inputs = [_detached_like(next(it)) if a is None else a for a in ctx.inputs]
+        inputs = [_detached_like(next(it)) if a is _A_TENSOR else a for a in ctx.inputs]
         with enable_grad(), _replayed_rng(ctx.rng):
             outputs = ctx.run_function(*inputs)
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
@@ -272,14 +278,14 @@ class _CheckpointFunction(Function):
 
 
 def _check_reentrant_backward():
-    if not engine._is_checkpoint_valid():
-        raise RuntimeError("ak.checkpoint(use_reentrant=True) is not compatible with "
-                           "ak.autograd.grad() or backward(inputs=...): it accumulates "
-                           "into .grad; use use_reentrant=False")
     if is_grad_enabled():
         raise RuntimeError("ak.checkpoint(use_reentrant=True) does not support "
                            "create_graph=True (double backward): its backward runs on "
                            "detached inputs; use use_reentrant=False")
+    if not engine._is_checkpoint_valid():
+        raise RuntimeError("ak.checkpoint(use_reentrant=True) is not compatible with "
+                           "ak.autograd.grad(): it accumulates into .grad; use "
+                           "use_reentrant=False")
 
 
 def _detached_like(t):

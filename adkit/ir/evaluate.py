@@ -76,7 +76,9 @@ def _describe(tree):
 def run(graph, inputs):
     """Evaluate node by node; returns the list of outputs in index order."""
     env, outputs = {}, {}
-    for n in graph.topo_order():
+    order = graph.topo_order()
+    last_use = {u: i for i, n in enumerate(order) for u in graph.nx.predecessors(n)}
+    for i, n in enumerate(order):
         data = graph.nx.nodes[n]
         kind = data["kind"]
         if kind == "input":
@@ -88,6 +90,9 @@ def run(graph, inputs):
         else:
             (_, u, out), = graph.args_of(n)
             outputs[data["index"]] = env[u][out]
+        for u in graph.nx.predecessors(n):  # free values after their last use
+            if last_use.get(u) == i:
+                env.pop(u, None)
     return [outputs[i] for i in range(len(outputs))]
 
 

@@ -1,6 +1,7 @@
 """adkit.ir.passes: graph -> new graph functions that leave their input as it was.
 
 Owns: the public list of passes. Transforms (autodiff.py): `vjp`, `jvp`, `vmap`;
+memory (remat.py): `remat`;
 clean-up (cleanup.py): `dce`, `cse`, `fold_constants`, `pipeline`; algebra
 (simplify.py): `simplify`. Does not: hold pass logic itself.
 A user pass is a plain function of the same shape: copy, edit `graph.nx`, return.
@@ -9,6 +10,8 @@ NB: the name `simplify` here is the function; its rule table is
 """
 from .autodiff import jvp, vjp, vmap
 from .cleanup import cse, dce, fold_constants, pipeline
+from .remat import remat
 from .simplify import simplify
 
-__all__ = ["vjp", "jvp", "vmap", "dce", "cse", "fold_constants", "simplify", "pipeline"]
+__all__ = ["vjp", "jvp", "vmap", "remat", "dce", "cse", "fold_constants", "simplify",
+           "pipeline"]

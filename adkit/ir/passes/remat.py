@@ -6,9 +6,10 @@ Owns: `remat`, its default policy `recompute_elementwise`, and the rule that spl
 vjp graph into forward and backward (`forward_nodes`, `count_forward_outputs`).
 Does not: free anything (the interpreter does), or change what the graph computes.
 The split, from structure alone: `vjp(g)` puts g's outputs first, so the forward nodes
-are the op nodes that are ancestors of those first outputs; every other op node is a
-backward node (its gradient rules, including ones that read primals only, like `cos a`
-for `sin a`). The cotangents are the last inputs; the forward outputs depend on none.
+are the op nodes that are ancestors of those first outputs; every other op node that
+some output depends on is a backward node (gradient rules, including ones that read
+primals only, like `cos a` for `sin a`); dead nodes are neither (run `dce` first). The
+cotangents are the last inputs; the forward outputs depend on none of them.
 """
 import math
 
@@ -147,11 +148,16 @@ def _depths(graph, forward, recomputable, max_depth):
 # ------------------------------------------------------------------ editing
 def _redirect_backward_reads(graph, forward, recomputable):
     """Make each backward op node read duplicates instead of recomputable forward
-    values; returns {forward node: its duplicate}, one duplicate per forward node."""
+    values; returns {forward node: its duplicate}, one duplicate per forward node.
+    Dead op nodes (no output depends on them) are left alone: duplicating for them
+    would only make work."""
     forward_set = set(forward)
+    live = set()
+    for out in graph.outputs:
+        live |= nx.ancestors(graph.nx, out)
     dups = {}
     for n in graph.op_nodes:
-        if n in forward_set:
+        if n in forward_set or n not in live:
             continue
         for u, _, key, data in list(graph.nx.in_edges(n, keys=True, data=True)):
             if u in recomputable:

@@ -2,7 +2,7 @@
 
 Re-exports only; no logic here.
 """
-from . import autograd, dtypes, func, ir, nn, ops
+from . import autograd, codegen, dtypes, func, ir, nn, ops
 from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                  is_inference_mode_enabled, no_grad, set_grad_enabled)
 from .dtypes import (bool_ as bool, float16, float32, float64, get_default_dtype, int32,
@@ -21,5 +21,6 @@ globals().update(ops.FUNCTIONS)
 
 from .func import checkpoint  # noqa: E402  (after the ops: not ops themselves)
 from .ir import trace  # noqa: E402
+from .codegen import jit  # noqa: E402
 
 __version__ = "0.1.0"

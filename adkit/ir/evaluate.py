@@ -19,7 +19,7 @@ def _is_tensor_leaf(x):
 
 def call_graph(graph, args):
     """graph(*args): inputs as the traced function took them, results in its structure."""
-    flat = _flat_inputs(graph, args)
+    flat = flat_inputs(graph, args)
     outputs = run(graph, flat)
     if graph.out_tree is None:
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
@@ -30,7 +30,7 @@ def call_graph(graph, args):
     return tree_unflatten(graph.out_tree, leaves)
 
 
-def _flat_inputs(graph, args):
+def flat_inputs(graph, args):
     if graph.in_tree is not None:
         leaves, tree = tree_flatten(args, is_leaf=_is_tensor_leaf)
         if tree != graph.in_tree:

@@ -28,6 +28,11 @@ class Add(BinaryElementwise):
     saves = ()
 
     @staticmethod
+    def lower(b, x, y):
+        """Native code: b.add(x, y)."""
+        return b.add(x, y)
+
+    @staticmethod
     def forward(x, y):
         return cast_result(np.add(x, y), x, y)
 
@@ -41,6 +46,11 @@ class Sub(BinaryElementwise):
     public_name = "sub"
     saves = ()
     aliases = ("subtract",)
+
+    @staticmethod
+    def lower(b, x, y):
+        """Native code: b.sub(x, y)."""
+        return b.sub(x, y)
 
     @staticmethod
     def forward(x, y):
@@ -67,6 +77,11 @@ class Mul(BinaryElementwise):
     aliases = ("multiply",)
 
     @staticmethod
+    def lower(b, x, y):
+        """Native code: b.mul(x, y)."""
+        return b.mul(x, y)
+
+    @staticmethod
     def forward(x, y):
         return cast_result(np.multiply(x, y), x, y)
 
@@ -80,6 +95,11 @@ class Div(BinaryElementwise):
     public_name = "div"
     saves = ("y", "out")
     aliases = ("divide", "true_divide")
+
+    @staticmethod
+    def lower(b, x, y):
+        """Native code: b.div(x, y)."""
+        return b.div(x, y)
 
     @staticmethod
     def forward(x, y):
@@ -179,6 +199,11 @@ class Pow(BinaryElementwise):
     public_name = "pow"
 
     @staticmethod
+    def lower(b, x, y):
+        """Native code: b.pow(x, y)."""
+        return b.pow(x, y)
+
+    @staticmethod
     def forward(x, y):
         want = _result_dtype(x, y)
         if want.kind == "b":
@@ -224,6 +249,11 @@ class Maximum(BinaryElementwise):
     public_name = "maximum"
 
     @staticmethod
+    def lower(b, x, y):
+        """Native code: b.maximum(x, y)."""
+        return b.maximum(x, y)
+
+    @staticmethod
     def forward(x, y):
         return _binary_in(np.maximum, x, y, _result_dtype(x, y))
 
@@ -238,6 +268,11 @@ class Minimum(BinaryElementwise):
     """z = min(x, y) elementwise (nan propagates);  dz/dx = 1 where x < y, 1/2 at ties,
     else 0; dz/dy likewise."""
     public_name = "minimum"
+
+    @staticmethod
+    def lower(b, x, y):
+        """Native code: b.minimum(x, y)."""
+        return b.minimum(x, y)
 
     @staticmethod
     def forward(x, y):
@@ -256,6 +291,11 @@ class Atan2(BinaryElementwise):
     public_name = "atan2"
     saves = ("x", "y")
     aliases = ("arctan2",)
+
+    @staticmethod
+    def lower(b, x, y):
+        """Native code: b.atan2(x, y)."""
+        return b.atan2(x, y)
 
     @staticmethod
     def forward(x, y):

@@ -36,6 +36,11 @@ class Log(UnaryElementwise):
     saves = ("x",)
 
     @staticmethod
+    def lower(b, x):
+        """Native code: b.log(x)."""
+        return b.log(x)
+
+    @staticmethod
     def forward(x):
         return _float_op(np.log, x)
 
@@ -48,6 +53,11 @@ class Log1p(UnaryElementwise):
     """y = log(1 + x);  dy/dx = 1/(1 + x)."""
     public_name = "log1p"
     saves = ("x",)
+
+    @staticmethod
+    def lower(b, x):
+        """Native code: b.log1p(x)."""
+        return b.log1p(x)
 
     @staticmethod
     def forward(x):
@@ -64,6 +74,11 @@ class Expm1(UnaryElementwise):
     saves = ("out",)
 
     @staticmethod
+    def lower(b, x):
+        """Native code: b.expm1(x)."""
+        return b.expm1(x)
+
+    @staticmethod
     def forward(x):
         return _total_op(np.expm1, x)
 
@@ -78,6 +93,11 @@ class Sqrt(UnaryElementwise):
     saves = ("out",)
 
     @staticmethod
+    def lower(b, x):
+        """Native code: b.sqrt(x)."""
+        return b.sqrt(x)
+
+    @staticmethod
     def forward(x):
         return _float_op(np.sqrt, x)
 
@@ -90,6 +110,11 @@ class Rsqrt(UnaryElementwise):
     """y = 1/sqrt(x);  dy/dx = -y^3/2."""
     public_name = "rsqrt"
     saves = ("out",)
+
+    @staticmethod
+    def lower(b, x):
+        """Native code: b.div(1.0, b.sqrt(x))."""
+        return b.div(1.0, b.sqrt(x))
 
     @staticmethod
     def forward(x):
@@ -108,6 +133,11 @@ class Reciprocal(UnaryElementwise):
     saves = ("out",)
 
     @staticmethod
+    def lower(b, x):
+        """Native code: b.div(1.0, x)."""
+        return b.div(1.0, x)
+
+    @staticmethod
     def forward(x):
         return _float_op(np.reciprocal, x)
 
@@ -121,6 +151,11 @@ class Abs(UnaryElementwise):
     public_name = "abs"
     saves = ("x",)
     aliases = ("absolute",)
+
+    @staticmethod
+    def lower(b, x):
+        """Native code: b.fabs(x)."""
+        return b.fabs(x)
 
     @staticmethod
     def forward(x):
@@ -155,6 +190,11 @@ class Sin(UnaryElementwise):
     saves = ("x",)
 
     @staticmethod
+    def lower(b, x):
+        """Native code: b.sin(x)."""
+        return b.sin(x)
+
+    @staticmethod
     def forward(x):
         return _total_op(np.sin, x)
 
@@ -167,6 +207,11 @@ class Cos(UnaryElementwise):
     """y = cos(x);  dy/dx = -sin(x)."""
     public_name = "cos"
     saves = ("x",)
+
+    @staticmethod
+    def lower(b, x):
+        """Native code: b.cos(x)."""
+        return b.cos(x)
 
     @staticmethod
     def forward(x):
@@ -183,6 +228,11 @@ class Tan(UnaryElementwise):
     saves = ("out",)
 
     @staticmethod
+    def lower(b, x):
+        """Native code: b.tan(x)."""
+        return b.tan(x)
+
+    @staticmethod
     def forward(x):
         return _float_op(np.tan, x)
 
@@ -195,6 +245,11 @@ class Tanh(UnaryElementwise):
     """y = tanh(x);  dy/dx = 1 - y^2."""
     public_name = "tanh"
     saves = ("out",)
+
+    @staticmethod
+    def lower(b, x):
+        """Native code: b.tanh(x)."""
+        return b.tanh(x)
 
     @staticmethod
     def forward(x):
@@ -211,6 +266,11 @@ class Sinh(UnaryElementwise):
     saves = ("x",)
 
     @staticmethod
+    def lower(b, x):
+        """Native code: b.sinh(x)."""
+        return b.sinh(x)
+
+    @staticmethod
     def forward(x):
         return _total_op(np.sinh, x)
 
@@ -223,6 +283,11 @@ class Cosh(UnaryElementwise):
     """y = cosh(x);  dy/dx = sinh(x)."""
     public_name = "cosh"
     saves = ("x",)
+
+    @staticmethod
+    def lower(b, x):
+        """Native code: b.cosh(x)."""
+        return b.cosh(x)
 
     @staticmethod
     def forward(x):
@@ -240,6 +305,11 @@ class Asin(UnaryElementwise):
     aliases = ("arcsin",)
 
     @staticmethod
+    def lower(b, x):
+        """Native code: b.asin(x)."""
+        return b.asin(x)
+
+    @staticmethod
     def forward(x):
         return _float_op(np.arcsin, x)
 
@@ -253,6 +323,11 @@ class Acos(UnaryElementwise):
     public_name = "acos"
     saves = ("x",)
     aliases = ("arccos",)
+
+    @staticmethod
+    def lower(b, x):
+        """Native code: b.acos(x)."""
+        return b.acos(x)
 
     @staticmethod
     def forward(x):
@@ -270,6 +345,11 @@ class Atan(UnaryElementwise):
     aliases = ("arctan",)
 
     @staticmethod
+    def lower(b, x):
+        """Native code: b.atan(x)."""
+        return b.atan(x)
+
+    @staticmethod
     def forward(x):
         return _total_op(np.arctan, x)
 
@@ -282,6 +362,11 @@ class Sigmoid(UnaryElementwise):
     """y = 1/(1 + exp(-x));  dy/dx = y (1 - y)."""
     public_name = "sigmoid"
     saves = ("out",)
+
+    @staticmethod
+    def lower(b, x):
+        """Native code: b.div(1.0, b.add(1.0, b.exp(b.neg(x))))."""
+        return b.div(1.0, b.add(1.0, b.exp(b.neg(x))))
 
     @staticmethod
     def forward(x):
@@ -299,6 +384,11 @@ class Relu(UnaryElementwise):
     """y = max(x, 0);  dy/dx = 1 if x > 0 else 0."""
     public_name = "relu"
     saves = ("x",)
+
+    @staticmethod
+    def lower(b, x):
+        """Native code: b.select(b.compare(">", x, 0.0), x, 0.0)."""
+        return b.select(b.compare(">", x, 0.0), x, 0.0)
 
     @staticmethod
     def forward(x):
@@ -419,6 +509,11 @@ class Erf(UnaryElementwise):
     saves = ("x",)
 
     @staticmethod
+    def lower(b, x):
+        """Native code: b.erf(x)."""
+        return b.erf(x)
+
+    @staticmethod
     def forward(x):
         x = as_float_array(x)
         return erf_float64(np.asarray(x, dtype=np.float64)).astype(x.dtype, copy=False)
@@ -441,6 +536,11 @@ class Floor(UnaryElementwise):
     saves = ()
 
     @staticmethod
+    def lower(b, x):
+        """Native code: b.floor(x)."""
+        return b.floor(x)
+
+    @staticmethod
     def forward(x):
         return np.floor(x) if x.dtype.kind == "f" else _integral_copy(x, "floor_vml_cpu")
 
@@ -453,6 +553,11 @@ class Ceil(UnaryElementwise):
     """y = ceil(x);  dy/dx = 0."""
     public_name = "ceil"
     saves = ()
+
+    @staticmethod
+    def lower(b, x):
+        """Native code: b.ceil(x)."""
+        return b.ceil(x)
 
     @staticmethod
     def forward(x):
@@ -506,6 +611,11 @@ class Neg(UnaryElementwise):
     aliases = ("negative",)
 
     @staticmethod
+    def lower(b, x):
+        """Native code: b.neg(x)."""
+        return b.neg(x)
+
+    @staticmethod
     def forward(x):
         if x.dtype == np.bool_:
             raise RuntimeError("Negation, the `-` operator, on a bool tensor is not "
@@ -530,6 +640,11 @@ class Exp(UnaryElementwise):
     """y = exp(x);  dy/dx = y."""
     public_name = "exp"
     saves = ("out",)
+
+    @staticmethod
+    def lower(b, x):
+        """Native code: b.exp(x)."""
+        return b.exp(x)
 
     @staticmethod
     def forward(x):

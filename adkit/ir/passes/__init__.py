@@ -10,8 +10,9 @@ NB: the name `simplify` here is the function; its rule table is
 """
 from .autodiff import jvp, vjp, vmap
 from .cleanup import cse, dce, fold_constants, pipeline
+from .fuse import FusedKernel, fuse
 from .remat import remat
 from .simplify import simplify
 
 __all__ = ["vjp", "jvp", "vmap", "remat", "dce", "cse", "fold_constants", "simplify",
-           "pipeline"]
+           "fuse", "FusedKernel", "pipeline"]

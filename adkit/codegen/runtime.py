@@ -1,0 +1,131 @@
+"""The only module that touches llvmlite.binding: the host target machine, the
+optimization pipeline (LLVM's new pass manager), the JIT engine, the native libraries
+compiled code may call (glibc's libmvec, numpy's OpenBLAS), and ctypes wrappers.
+
+Owns: `compile_module(ir_module) -> NativeModule`, `host_vector_isa()`,
+`mvec_available()`, `blas_library()`. Does not: generate IR (kernels.py, scalar.py).
+"""
+import ctypes
+import functools
+import glob
+import os
+
+import llvmlite
+import llvmlite.binding as llvm
+import numpy as np
+
+LIBMVEC_CANDIDATES = ("libmvec.so.1", "/lib/x86_64-linux-gnu/libmvec.so.1",
+                      "/usr/lib/x86_64-linux-gnu/libmvec.so.1")
+
+
+@functools.lru_cache(maxsize=None)
+def _initialized():
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def target_machine():
+    """The host's target machine, tuned for its CPU and features (opt level 3)."""
+    _initialized()
+    target = llvm.Target.from_default_triple()
+    return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
+                                        features=llvm.get_host_cpu_features().flatten(),
+                                        opt=3, codemodel="jitdefault")
+
+
+@functools.lru_cache(maxsize=None)
+def host_features():
+    _initialized()
+    return dict(llvm.get_host_cpu_features())
+
+
+def host_vector_isa():
+    """libmvec's ISA letter and vector width in bytes for this CPU: AVX-512 'e' (64),
+    AVX2 'd' (32), SSE 'b' (16)."""
+    features = host_features()
+    if features.get("avx512f"):
+        return "e", 64
+    if features.get("avx2"):
+        return "d", 32
+    return "b", 16
+
+
+@functools.lru_cache(maxsize=None)
+def mvec_available():
+    """Load glibc's libmvec (vector exp, log, sin...) into the JIT's symbol space."""
+    _initialized()
+    for name in LIBMVEC_CANDIDATES:
+        try:
+            llvm.load_library_permanently(name)
+            return True
+        except RuntimeError:
+            continue
+    return False
+
+
+@functools.lru_cache(maxsize=None)
+def blas_library():
+    """Path of the OpenBLAS that numpy ships (its cblas symbols carry a scipy_ prefix
+    and a 64 suffix), loaded into the JIT's symbol space; None if not found."""
+    _initialized()
+    libs = os.path.join(os.path.dirname(np.__file__), "..", "numpy.libs", "*openblas*")
+    for path in sorted(glob.glob(libs)):
+        llvm.load_library_permanently(path)
+        return path
+    return None
+
+
+def version_key():
+    """What compiled code depends on: llvmlite/LLVM versions and the host CPU."""
+    features = ",".join(sorted(k for k, v in host_features().items() if v))
+    return (f"llvmlite={llvmlite.__version__};llvm={llvm.llvm_version_info};"
+            f"cpu={llvm.get_host_cpu_name()};features={features}")
+
+
+def optimize(module):
+    """Run LLVM's default O3 pipeline with loop and SLP vectorization on `module`."""
+    tm = target_machine()
+    options = llvm.create_pipeline_tuning_options()
+    options.speed_level = 3
+    options.loop_vectorization = True
+    options.slp_vectorization = True
+    builder = llvm.create_pass_builder(tm, options)
+    builder.getModulePassManager().run(module, builder)
+
+
+class NativeModule:
+    """A compiled module: its functions as ctypes callables, its LLVM IR and assembly."""
+
+    def __init__(self, llvm_ir, engine, module):
+        self.llvm_ir = llvm_ir
+        self._engine = engine  # keeps the code alive
+        self._module = module
+        self._asm = None
+
+    @property
+    def asm(self):
+        if self._asm is None:
+            self._asm = target_machine().emit_assembly(self._module)
+        return self._asm
+
+    def function(self, name, restype, *argtypes):
+        address = self._engine.get_function_address(name)
+        if not address:
+            raise RuntimeError(f"compiled module has no function {name!r}")
+        return ctypes.CFUNCTYPE(restype, *argtypes)(address)
+
+
+def compile_module(ir_module):
+    """Verify, optimize and JIT-compile an llvmlite.ir.Module."""
+    _initialized()
+    mvec_available()
+    blas_library()
+    text = str(ir_module)
+    module = llvm.parse_assembly(text)
+    module.verify()
+    optimize(module)
+    engine = llvm.create_mcjit_compiler(module, target_machine())
+    engine.finalize_object()
+    return NativeModule(text, engine, module)

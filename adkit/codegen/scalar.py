@@ -1,0 +1,105 @@
+"""ScalarBuilder: the arithmetic an op's `lower(b, *args)` hook emits for one element,
+or for one vector of lanes at once (the same code: every value has the builder's type).
+
+Owns: the one table from math names to LLVM (instructions, intrinsics, glibc libmvec
+vector functions, libm). Does not: build loops (kernels.py) or compile (runtime.py).
+"""
+from llvmlite import ir
+
+from . import runtime
+
+# name -> LLVM intrinsic (vectorized by LLVM itself)
+_INTRINSICS = {"sqrt": "llvm.sqrt", "fabs": "llvm.fabs", "floor": "llvm.floor",
+               "ceil": "llvm.ceil", "rint": "llvm.rint", "maximum": "llvm.maximum",
+               "minimum": "llvm.minimum"}
+# math functions found in glibc's libmvec (vector) and libm (scalar)
+_LIBM = {"exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sinh", "cosh",
+         "asin", "acos", "atan", "erf", "pow", "atan2", "log2", "log10", "exp2"}
+_BINARY = {"pow", "atan2"}
+
+
+class ScalarBuilder:
+    """Emits arithmetic on values of one float type: `dtype` (float32 or float64) times
+    `lanes` (1: scalars; more: LLVM vectors, with libmvec for transcendental functions)."""
+
+    def __init__(self, builder, module, np_dtype, lanes):
+        self.b = builder
+        self.module = module
+        self.elem = ir.DoubleType() if np_dtype.itemsize == 8 else ir.FloatType()
+        self.suffix = "" if np_dtype.itemsize == 8 else "f"
+        self.itemsize = np_dtype.itemsize
+        self.lanes = lanes
+        self.type = self.elem if lanes == 1 else ir.VectorType(self.elem, lanes)
+
+    # ------------------------------------------------------------ values
+    def const(self, value):
+        c = ir.Constant(self.elem, float(value))
+        return c if self.lanes == 1 else ir.Constant(self.type, [c] * self.lanes)
+
+    def value(self, v):
+        """An emitted value, or a Python number as a constant."""
+        return self.const(v) if isinstance(v, (int, float)) else v
+
+    # ------------------------------------------------------------ arithmetic
+    def add(self, x, y):
+        return self.b.fadd(self.value(x), self.value(y))
+
+    def sub(self, x, y):
+        return self.b.fsub(self.value(x), self.value(y))
+
+    def mul(self, x, y):
+        return self.b.fmul(self.value(x), self.value(y))
+
+    def div(self, x, y):
+        return self.b.fdiv(self.value(x), self.value(y))
+
+    def neg(self, x):
+        return self.b.fneg(self.value(x))
+
+    def select(self, cond, x, y):
+        return self.b.select(cond, self.value(x), self.value(y))
+
+    def compare(self, op, x, y):
+        """op in <, <=, >, >=, ==, !=; ordered (False with NaN) except !=."""
+        fn = self.b.fcmp_unordered if op == "!=" else self.b.fcmp_ordered
+        return fn(op, self.value(x), self.value(y))
+
+    def __getattr__(self, name):
+        if name in _INTRINSICS or name in _LIBM:
+            return lambda *args: self.call_math(name, *args)
+        raise AttributeError(f"ScalarBuilder has no operation {name!r}")
+
+    # ------------------------------------------------------------ math functions
+    def call_math(self, name, *args):
+        args = [self.value(a) for a in args]
+        if name in _INTRINSICS:
+            fn = self.module.declare_intrinsic(_INTRINSICS[name], [self.type])
+            return self.b.call(fn, args)
+        if self.lanes > 1 and runtime.mvec_available():
+            isa, _ = runtime.host_vector_isa()
+            vname = f"_ZGV{isa}N{self.lanes}{'v' * len(args)}_{name}{self.suffix}"
+            return self.b.call(self._declare(vname, len(args)), args)
+        scalar = self._libm(name, len(args))
+        if self.lanes == 1:
+            return self.b.call(scalar, args)
+        result = ir.Constant(self.type, ir.Undefined)  # scalarize: lane by lane
+        for i in range(self.lanes):
+            lane = [self.b.extract_element(a, ir.Constant(ir.IntType(32), i)) for a in args]
+            result = self.b.insert_element(result, self.b.call(scalar, lane),
+                                           ir.Constant(ir.IntType(32), i))
+        return result
+
+    def _declare(self, name, nargs):
+        existing = self.module.globals.get(name)
+        if existing is not None:
+            return existing
+        return ir.Function(self.module, ir.FunctionType(self.type, [self.type] * nargs),
+                           name=name)
+
+    def _libm(self, name, nargs):
+        full = name + self.suffix
+        existing = self.module.globals.get(full)
+        if existing is not None:
+            return existing
+        return ir.Function(self.module, ir.FunctionType(self.elem, [self.elem] * nargs),
+                           name=full)

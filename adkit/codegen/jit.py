@@ -19,7 +19,7 @@ from llvmlite import ir as llvm_ir
 from .. import _dispatch
 from .._pytree import tree_flatten, tree_unflatten
 from ..autograd.grad_mode import is_grad_enabled
-from ..ir import evaluate, passes
+from ..ir import evaluate, passes, printing, rules
 from ..ir.trace import trace
 from ..tensor import Tensor, _make
 from . import kernels, runtime
@@ -51,6 +51,7 @@ class Jitted:
         self.static_argnums = (static_argnums,) if isinstance(static_argnums, int) \
             else tuple(static_argnums)
         self.cache = {}
+        self._fast = {}  # (shape, dtype) per plain-tensor argument -> Compiled
         functools.update_wrapper(self, fn)
 
     def _key(self, args, kwargs):
@@ -62,6 +63,19 @@ class Jitted:
         return (tree, sig, statics, tuple(sorted(kwargs.items())))
 
     def __call__(self, *args, **kwargs):
+        if not kwargs and not self.static_argnums and not _dispatch._STACK.get():
+            key = []  # the fast path: plain tensors, looked up by shape and dtype only
+            for a in args:
+                if type(a) is not Tensor or a._requires_grad:
+                    break
+                key.append((a._data.shape, a._data.dtype))
+            else:
+                compiled = self._fast.get(tuple(key))
+                if compiled is not None:
+                    return compiled.run_checked(args)
+                compiled = self.compile(*args)
+                self._fast[tuple(key)] = compiled
+                return compiled.run_checked(args)
         if _dispatch._STACK.get() or (is_grad_enabled() and any(
                 isinstance(x, Tensor) and x.requires_grad
                 for x in tree_flatten(args, is_leaf=_is_tensor)[0])):
@@ -84,26 +98,54 @@ class Jitted:
 
 class Compiled:
     """A graph ready to run: fused kernels compiled to native code, other nodes run by
-    numpy. `.llvm_ir`, `.asm`, `.kernels` show what was generated."""
+    numpy. `.llvm_ir`, `.asm`, `.kernels` show what was generated. The run is a plan
+    made once: each value has a slot, each step reads and writes slots (no graph
+    lookups per call)."""
 
     def __init__(self, graph):
         self.graph = graph
-        self.order = graph.topo_order()
-        self.kernels, self._native = [], {}
+        self.kernels, native = [], {}
         module = llvm_ir.Module(name="adkit_jit")
         module.triple = runtime.target_machine().triple
         _, vector_bytes = runtime.host_vector_isa()
-        for n in self.order:
+        for n in graph.topo_order():
             data = graph.nx.nodes[n]
             if data["kind"] == "op" and data["op"] is passes.FusedKernel:
                 kernel = _kernel_for(graph, n)
                 kernels.lower_kernel(kernel, module, vector_bytes)
                 self.kernels.append(kernel)
-                self._native[n] = kernel
+                native[n] = kernel
         self.module = runtime.compile_module(module) if self.kernels else None
-        self._calls = {n: self.module.function(k.name, None, ctypes.c_int64, ctypes.c_int64,
-                                               ctypes.c_void_p, ctypes.c_void_p)
-                       for n, k in self._native.items()}
+        self._plan(graph, native)
+
+    def _plan(self, graph, native):
+        slots, self.steps, self.consts = {}, [], []
+        for n in graph.topo_order():
+            data = graph.nx.nodes[n]
+            kind = data["kind"]
+            if kind == "output":
+                continue
+            base = len(slots)
+            for i in range(len(graph.specs_of(n))):
+                slots[(n, i)] = base + i
+            if kind == "input":
+                continue
+            if kind == "const":
+                self.consts.append((base, _make(data["value"])))
+                continue
+            args = {pos: slots[(u, out)] for pos, u, out in graph.args_of(n)}
+            if n in native:
+                kernel = native[n]
+                pointers = [ctypes.c_void_p] * (len(kernel.strides) + len(kernel.outputs))
+                fn = self.module.function(kernel.name, None, ctypes.c_int64, ctypes.c_int64,
+                                          *pointers)
+                self.steps.append(_KernelStep(kernel, fn, [args[p] for p in sorted(args)],
+                                              base, tuple(data["shape"])))
+            else:
+                self.steps.append(_NumpyStep(graph, n, args, base))
+        self.n_slots = len(slots)
+        self.input_slots = [slots[(n, 0)] for n in graph.inputs]
+        self.output_slots = [slots[graph.args_of(n)[0][1:]] for n in graph.outputs]
 
     @property
     def llvm_ir(self):
@@ -114,7 +156,85 @@ class Compiled:
         return self.module.asm if self.module else ""
 
     def __call__(self, *args, **kwargs):
-        return _run_compiled(self, args)
+        return self.run_checked(evaluate.flat_inputs(self.graph, args))
+
+    def run_checked(self, inputs):
+        """Run on the flat input tensors (already checked against the signature)."""
+        values = [None] * self.n_slots
+        for slot, t in zip(self.input_slots, inputs):
+            values[slot] = t
+        for slot, t in self.consts:
+            values[slot] = t
+        for step in self.steps:
+            step.run(values)
+        return self._structure([values[s] for s in self.output_slots])
+
+    def _structure(self, flat):
+        graph = self.graph
+        if graph.out_tree is None:
+            return flat[0] if len(flat) == 1 else tuple(flat)
+        if not graph.static_outputs:
+            return tree_unflatten(graph.out_tree, flat)
+        it = iter(flat)
+        leaves = [graph.static_outputs[i] if i in graph.static_outputs else next(it)
+                  for i in range(len(graph.static_outputs) + len(flat))]
+        return tree_unflatten(graph.out_tree, leaves)
+
+
+class _NumpyStep:
+    """A node without a native lowering: its op through Function.apply, on numpy."""
+
+    def __init__(self, graph, n, args, base):
+        self.graph, self.n, self.args, self.base = graph, n, args, base
+        data = graph.nx.nodes[n]
+        self.op, self.params = data["op"], data["params"]
+        self.n_out = len(data["specs"])
+
+    def run(self, values):
+        tensors = {pos: values[slot] for pos, slot in self.args.items()}
+        try:
+            result = self.op.apply(*rules.join_args(self.op, tensors, self.params))
+        except Exception as e:
+            e.add_note(f"While executing node {self.n}: "
+                       f"{printing.node_line(self.graph, self.n)}")
+            raise
+        if self.n_out == 1 and not isinstance(result, tuple):
+            values[self.base] = result
+        else:
+            values[self.base:self.base + self.n_out] = result
+
+
+class _KernelStep:
+    """A fused kernel: contiguous inputs in, fresh outputs out, one native call (or one
+    per thread for large loops)."""
+
+    def __init__(self, kernel, fn, arg_slots, base, shape):
+        self.kernel, self.fn, self.arg_slots, self.base = kernel, fn, arg_slots, base
+        self.shape = shape
+        self.n_in = max(1, len(arg_slots))
+        self.parallel = kernel.size >= _PARALLEL_MIN and (os.cpu_count() or 1) > 1
+
+    def run(self, values):
+        kernel = self.kernel
+        pointers, keep = [], []
+        for s in self.arg_slots:
+            a = values[s]._data
+            if not a.flags.c_contiguous:  # the kernel reads C order: copy views
+                a = np.ascontiguousarray(a)
+                keep.append(a)
+            pointers.append(a.__array_interface__["data"][0])
+        outs = [np.empty(self.shape, kernel.dtype) for _ in kernel.outputs]
+        pointers += [o.__array_interface__["data"][0] for o in outs]
+        total = kernel.outer_size
+        if not self.parallel:
+            self.fn(0, total, *pointers)
+        else:
+            workers = os.cpu_count()
+            bounds = np.linspace(0, total, workers + 1).astype(np.int64).tolist()
+            list(_POOL.map(lambda i: self.fn(bounds[i], bounds[i + 1], *pointers),
+                           range(workers)))
+        for i, o in enumerate(outs):
+            values[self.base + i] = _make(o)
 
 
 def _kernel_for(graph, n):
@@ -147,59 +267,6 @@ def _broadcast_strides(in_shape, out_shape):
         acc *= n
     strides = strides[::-1]
     return (0,) * (len(out_shape) - len(in_shape)) + tuple(strides)
-
-
-def _run_compiled(compiled, args):
-    graph = compiled.graph
-    inputs = evaluate.flat_inputs(graph, args)
-    env, outputs = {}, {}
-    for n in compiled.order:
-        data = graph.nx.nodes[n]
-        kind = data["kind"]
-        if kind == "input":
-            env[n] = (inputs[data["index"]],)
-        elif kind == "const":
-            env[n] = (_make(data["value"]),)
-        elif n in compiled._native:
-            env[n] = _call_kernel(compiled, n, env)
-        elif kind == "op":
-            env[n] = evaluate.run_node(graph, n, data, env)
-        else:
-            (_, u, out), = graph.args_of(n)
-            outputs[data["index"]] = env[u][out]
-    flat = [outputs[i] for i in range(len(outputs))]
-    if graph.out_tree is None:
-        return flat[0] if len(flat) == 1 else tuple(flat)
-    it = iter(flat)
-    leaves = [graph.static_outputs[i] if i in graph.static_outputs else next(it)
-              for i in range(len(graph.static_outputs) + len(flat))]
-    return tree_unflatten(graph.out_tree, leaves)
-
-
-def _call_kernel(compiled, n, env):
-    """Check the arguments (the native boundary), allocate outputs, run the kernel."""
-    graph, kernel = compiled.graph, compiled._native[n]
-    arrays = []
-    for pos, u, out in graph.args_of(n):
-        arr = np.ascontiguousarray(env[u][out]._data)  # the kernel reads C order
-        want = graph.specs_of(u)[out]
-        if arr.shape != tuple(want.shape) or arr.dtype != want.dtype.np:
-            raise TypeError(f"jit: kernel {kernel.name} expected {want}, got "
-                            f"{arr.dtype}{list(arr.shape)}")
-        arrays.append(arr)
-    outs = [np.empty(graph.nx.nodes[n]["shape"], kernel.dtype) for _ in kernel.outputs]
-    ins_ptr = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
-    outs_ptr = (ctypes.c_void_p * len(outs))(*[o.ctypes.data for o in outs])
-    fn = compiled._calls[n]
-    total = kernel.outer_size
-    if kernel.size < _PARALLEL_MIN or (os.cpu_count() or 1) == 1:
-        fn(0, total, ins_ptr, outs_ptr)
-    else:
-        workers = os.cpu_count() or 1
-        bounds = np.linspace(0, total, workers + 1).astype(np.int64)
-        list(_POOL.map(lambda i: fn(int(bounds[i]), int(bounds[i + 1]), ins_ptr, outs_ptr),
-                       range(workers)))
-    return tuple(_make(o) for o in outs)
 
 
 __all__ = ["jit", "Jitted", "Compiled"]

@@ -5,10 +5,10 @@ op sequence) and `lower_kernel` (the loop nest: a vector loop of `lanes` element
 scalar tail; each op's own `lower(b, *args)` hook emits its arithmetic).
 Does not: choose what to fuse (ir/passes/fuse.py) or run kernels (jit.py).
 
-Kernel ABI: void kernel(i64 start, i64 stop, ptr inputs, ptr outputs): `inputs` and
-`outputs` point to arrays of data pointers; [start, stop) is a range of the outermost
-collapsed loop (the flat element index when the iteration space collapses to 1-D), so
-threads can split it.
+Kernel ABI: void kernel(i64 start, i64 stop, ptr in_0, ..., ptr out_0, ...): the data
+pointers of the (C-contiguous) inputs and outputs; [start, stop) is a range of the
+outermost collapsed loop (the flat element index when the iteration space collapses to
+1-D), so threads can split it.
 """
 from collections import namedtuple
 
@@ -70,13 +70,15 @@ def lanes_for(dtype, vector_bytes):
 
 def lower_kernel(kernel, module, vector_bytes):
     """Add `kernel` to the llvmlite module as a function named kernel.name."""
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64, PTR, PTR]),
-                     name=kernel.name)
-    start, stop, ins, outs = fn.args
+    n_in, n_out = len(kernel.strides), len(kernel.outputs)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64] +
+                                             [PTR] * (n_in + n_out)), name=kernel.name)
+    for arg in fn.args[2:]:
+        arg.add_attribute("noalias")  # fresh outputs; inputs only read
+    start, stop = fn.args[0], fn.args[1]
+    in_ptrs, out_ptrs = list(fn.args[2:2 + n_in]), list(fn.args[2 + n_in:])
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     sb1 = ScalarBuilder(b, module, kernel.dtype, 1)
-    in_ptrs = [_load_ptr(b, ins, k) for k in range(len(kernel.strides))]
-    out_ptrs = [_load_ptr(b, outs, k) for k in range(len(kernel.outputs))]
     lanes = lanes_for(kernel.dtype, vector_bytes)
     vectorizable = all(s[-1] in (0, 1) for s in kernel.strides) and lanes > 1
     inner = kernel.shape[-1]
@@ -94,10 +96,6 @@ def lower_kernel(kernel, module, vector_bytes):
         _for_loop(b, start, stop, 1, outer_body)
     b.ret_void()
     return fn
-
-
-def _load_ptr(b, array, k):
-    return b.load(b.gep(array, [ir.Constant(I64, k)], source_etype=PTR), typ=PTR)
 
 
 def _outer_offsets(b, kernel, o):

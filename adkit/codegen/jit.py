@@ -10,7 +10,6 @@ run the function itself, so jit composes with ak.func both ways.
 import concurrent.futures
 import ctypes
 import functools
-import itertools
 import os
 
 import numpy as np
@@ -26,7 +25,6 @@ from . import kernels, runtime
 
 _PARALLEL_MIN = 1 << 16  # elements below which one thread is faster
 _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
-_KERNEL_IDS = itertools.count()
 OPTIMIZE = passes.pipeline([passes.fold_constants, passes.simplify, passes.cse, passes.dce,
                             passes.fuse])
 
@@ -111,7 +109,7 @@ class Compiled:
         for n in graph.topo_order():
             data = graph.nx.nodes[n]
             if data["kind"] == "op" and data["op"] is passes.FusedKernel:
-                kernel = _kernel_for(graph, n)
+                kernel = _kernel_for(graph, n, f"kernel{len(self.kernels)}")
                 kernels.lower_kernel(kernel, module, vector_bytes)
                 self.kernels.append(kernel)
                 native[n] = kernel
@@ -237,7 +235,7 @@ class _KernelStep:
             values[self.base + i] = _make(o)
 
 
-def _kernel_for(graph, n):
+def _kernel_for(graph, n, name):
     """The ElementwiseKernel of FusedKernel node n (input strides from shapes)."""
     data = graph.nx.nodes[n]
     sub = data["params"]["graph"]
@@ -255,8 +253,7 @@ def _kernel_for(graph, n):
         position[m] = len(steps)
         steps.append(kernels.Step(md["op"], args, md["params"]))
     outputs = [position[sub.args_of(o)[0][1]] for o in sub.outputs]
-    return kernels.ElementwiseKernel(f"kernel{next(_KERNEL_IDS)}", data["dtype"].np, shape,
-                                     strides, steps, outputs)
+    return kernels.ElementwiseKernel(name, data["dtype"].np, shape, strides, steps, outputs)
 
 
 def _broadcast_strides(in_shape, out_shape):

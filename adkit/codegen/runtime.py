@@ -14,6 +14,8 @@ import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
 
+from . import disk_cache
+
 LIBMVEC_CANDIDATES = ("libmvec.so.1", "/lib/x86_64-linux-gnu/libmvec.so.1",
                       "/usr/lib/x86_64-linux-gnu/libmvec.so.1")
 
@@ -110,6 +112,10 @@ class NativeModule:
             self._asm = target_machine().emit_assembly(self._module)
         return self._asm
 
+    @property
+    def from_cache(self):
+        return self._module is None
+
     def function(self, name, restype, *argtypes):
         address = self._engine.get_function_address(name)
         if not address:
@@ -118,14 +124,34 @@ class NativeModule:
 
 
 def compile_module(ir_module):
-    """Verify, optimize and JIT-compile an llvmlite.ir.Module."""
+    """Verify, optimize and JIT-compile an llvmlite.ir.Module, through the on-disk
+    cache of object code (see disk_cache.py) when it is enabled."""
     _initialized()
     mvec_available()
     blas_library()
     text = str(ir_module)
+    key = disk_cache.key(text, version_key())
+    cached = disk_cache.load(key)
+    if cached is not None:
+        try:
+            return _from_object(text, cached)
+        except RuntimeError:  # a damaged cache file: compile again (and overwrite it)
+            pass
     module = llvm.parse_assembly(text)
     module.verify()
     optimize(module)
     engine = llvm.create_mcjit_compiler(module, target_machine())
     engine.finalize_object()
+    disk_cache.store(key, target_machine().emit_object(module))
     return NativeModule(text, engine, module)
+
+
+def _from_object(text, data):
+    """A NativeModule from cached object code (no optimization or code generation)."""
+    empty = llvm.parse_assembly("")
+    engine = llvm.create_mcjit_compiler(empty, target_machine())
+    engine.add_object_file(llvm.ObjectFileRef.from_data(data))
+    engine.finalize_object()
+    native = NativeModule(text, engine, None)
+    native._asm = "(loaded from the on-disk cache: no assembly listing)"
+    return native

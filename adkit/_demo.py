@@ -3,9 +3,11 @@
 Owns: the demo's steps and printing. Does not: define anything the library uses.
 Step 1: the eager gradient of a small network loss, checked against central finite
 differences. Step 2: the same loss traced into an IR graph, printed and drawn. Step 3:
-its backward graph, derived by the vjp pass. Later steps (jit) come with that layer.
+its backward graph, derived by the vjp pass. Step 4: the gradient compiled by ak.jit,
+timed against eager numpy.
 """
 import os
+import time
 
 import numpy as np
 
@@ -116,8 +118,44 @@ def step_backward_graph(out_dir):
     return same
 
 
+def chain(x):
+    """An elementwise chain, summed: what the jit fuses into one native loop."""
+    y = x
+    for i in range(4):
+        y = (y * 1.01).tanh().sin() * 0.5 + y
+    return y.sum()
+
+
+def _median_ms(fn, repeats=9):
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2] * 1e3
+
+
+def step_jit():
+    print()
+    print("== 4. ak.jit(ak.func.grad(f)): the gradient compiled to native code (llvmlite) ==")
+    x = ak.tensor(np.random.default_rng(0).standard_normal(1_000_000))
+    grad_chain = ak.func.grad(chain)
+    compiled = ak.jit(grad_chain)
+    same = np.allclose(compiled(x).numpy(), grad_chain(x).numpy(), rtol=1e-12)
+    program = compiled.compile(x)
+    print(f"{len(program.kernels)} fused kernel(s): {program.kernels}")
+    eager = _median_ms(lambda: grad_chain(x))
+    native = _median_ms(lambda: compiled(x))
+    print(f"gradient of a 16-op chain on 1e6 float64: eager (numpy) {eager:.1f} ms, "
+          f"jit {native:.1f} ms ({eager / native:.1f}x faster)")
+    print("jit gradient equals the eager one:", "yes" if same else "NO")
+    return same
+
+
 def run(out_dir="."):
     ok = step_eager_gradient()
     ok = step_trace(out_dir) and ok
     ok = step_backward_graph(out_dir) and ok
+    ok = step_jit() and ok
     return 0 if ok else 1

@@ -13,6 +13,7 @@ def test_demo_runs_and_its_checks_pass(tmp_path):
     assert "gradient check: PASSED" in result.stdout
     assert "equals the eager loss: yes" in result.stdout
     assert "its gradients equal ak.func.grad's: yes" in result.stdout
+    assert "jit gradient equals the eager one: yes" in result.stdout
     for name in ("forward", "backward"):
         pictures = list(tmp_path.glob(f"adkit-demo-{name}.*"))
         assert pictures and pictures[0].stat().st_size > 0

@@ -12,6 +12,7 @@ import numpy as np
 from .. import dtypes
 from ._families import ArrayFunction, ShapeOp, _logical, public
 from ._helpers import normalize_dims, wrap_dim
+from .unary import Clone
 
 
 _TORCH_TYPE_NAMES = {"float16": "Half", "float32": "Float", "float64": "Double",
@@ -369,31 +370,11 @@ def T(x):  # noqa: N802  (PyTorch's name)
     return Permute.apply(x, tuple(range(x.ndim - 1, -1, -1)))
 
 
-class Contiguous(ArrayFunction):
-    """y = x copied to C order (x itself when already contiguous);  grad_x = grad_out."""
+class Contiguous(Clone):
+    """y = x copied to C order (x itself when already contiguous);  grad_x = grad_out.
+    The rules are Clone's (a copy is a copy); only the public call differs."""
     public_name = "contiguous"
     variants = ("method",)
-
-    @staticmethod
-    def forward(x):
-        return x.copy(order="C")
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        pass
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        return grad_out
-
-    @staticmethod
-    def jvp(ctx, x_t):
-        return x_t
-
-    @classmethod
-    def vmap(cls, info, in_dims, x):
-        """Batching rule: a copy, so the batch dim stays where it is."""
-        return cls.apply(x), in_dims[0]
 
     @classmethod
     def interface(cls, x, memory_format=None):

@@ -707,12 +707,12 @@ to_bool = _cast_method("bool", dtypes.bool_)
 
 
 class Clone(ArrayFunction):
-    """y = a copy of x;  grad_x = grad_out."""
+    """y = a copy of x (C order);  grad_x = grad_out."""
     public_name = "clone"
 
     @staticmethod
     def forward(x):
-        return x.copy()
+        return x.copy(order="C")
 
     @staticmethod
     def setup_context(ctx, inputs, output):

@@ -24,6 +24,7 @@ from ..tensor import Tensor, _make
 from . import kernels, runtime
 
 _PARALLEL_MIN = 1 << 16  # elements below which one thread is faster
+_interpreters = _dispatch._STACK.get
 _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
 OPTIMIZE = passes.pipeline([passes.fold_constants, passes.simplify, passes.cse, passes.dce,
                             passes.fuse])
@@ -61,18 +62,18 @@ class Jitted:
         return (tree, sig, statics, tuple(sorted(kwargs.items())))
 
     def __call__(self, *args, **kwargs):
-        if not kwargs and not self.static_argnums and not _dispatch._STACK.get():
-            key = []  # the fast path: plain tensors, looked up by shape and dtype only
+        if not kwargs and not self.static_argnums and not _interpreters():
+            key = ()  # the fast path: plain tensors, looked up by shape and dtype only
             for a in args:
                 if type(a) is not Tensor or a._requires_grad:
                     break
-                key.append((a._data.shape, a._data.dtype))
+                key += (a._data.shape, a._data.dtype)
             else:
-                compiled = self._fast.get(tuple(key))
+                compiled = self._fast.get(key)
                 if compiled is not None:
                     return compiled.run_checked(args)
                 compiled = self.compile(*args)
-                self._fast[tuple(key)] = compiled
+                self._fast[key] = compiled
                 return compiled.run_checked(args)
         if _dispatch._STACK.get() or (is_grad_enabled() and any(
                 isinstance(x, Tensor) and x.requires_grad
@@ -134,9 +135,9 @@ class Compiled:
             args = {pos: slots[(u, out)] for pos, u, out in graph.args_of(n)}
             if n in native:
                 kernel = native[n]
-                pointers = [ctypes.c_void_p] * (len(kernel.strides) + len(kernel.outputs))
+                arrays = [ctypes.py_object] * (len(kernel.strides) + len(kernel.outputs))
                 fn = self.module.function(kernel.name, None, ctypes.c_int64, ctypes.c_int64,
-                                          *pointers)
+                                          *arrays)
                 self.steps.append(_KernelStep(kernel, fn, [args[p] for p in sorted(args)],
                                               base, tuple(data["shape"])))
             else:
@@ -144,6 +145,33 @@ class Compiled:
         self.n_slots = len(slots)
         self.input_slots = [slots[(n, 0)] for n in graph.inputs]
         self.output_slots = [slots[graph.args_of(n)[0][1:]] for n in graph.outputs]
+        self.run_checked = self._single_kernel_runner() or self.run_checked
+
+    def _single_kernel_runner(self):
+        """For the common tiny case (one small kernel reading the inputs, one output):
+        a runner without the general plan's bookkeeping (call overhead matters there)."""
+        if len(self.steps) != 1 or self.consts or self.graph.static_outputs:
+            return None
+        step = self.steps[0]
+        if not isinstance(step, _KernelStep) or step.parallel or \
+                len(step.kernel.outputs) != 1 or self.output_slots != [step.base]:
+            return None
+        order = [self.input_slots.index(s) for s in step.arg_slots]
+        fn, shape, dtype, total = step.fn, step.shape, step.kernel.dtype, \
+            step.kernel.outer_size
+        tree = self.graph.out_tree
+        bare = tree is None or tree.kind == "leaf"
+        structure = self._structure
+
+        def run(inputs):
+            arrays = []
+            for i in order:
+                a = inputs[i]._data
+                arrays.append(a if a.flags.c_contiguous else np.ascontiguousarray(a))
+            out = np.empty(shape, dtype)
+            fn(0, total, *arrays, out)
+            return _make(out) if bare else structure([_make(out)])
+        return run
 
     @property
     def llvm_ir(self):
@@ -214,22 +242,19 @@ class _KernelStep:
 
     def run(self, values):
         kernel = self.kernel
-        pointers, keep = [], []
+        arrays = []
         for s in self.arg_slots:
             a = values[s]._data
-            if not a.flags.c_contiguous:  # the kernel reads C order: copy views
-                a = np.ascontiguousarray(a)
-                keep.append(a)
-            pointers.append(a.__array_interface__["data"][0])
+            arrays.append(a if a.flags.c_contiguous else np.ascontiguousarray(a))
         outs = [np.empty(self.shape, kernel.dtype) for _ in kernel.outputs]
-        pointers += [o.__array_interface__["data"][0] for o in outs]
+        arrays += outs  # passed as objects: the kernel reads their data pointers
         total = kernel.outer_size
         if not self.parallel:
-            self.fn(0, total, *pointers)
+            self.fn(0, total, *arrays)
         else:
             workers = os.cpu_count()
             bounds = np.linspace(0, total, workers + 1).astype(np.int64).tolist()
-            list(_POOL.map(lambda i: self.fn(bounds[i], bounds[i + 1], *pointers),
+            list(_POOL.map(lambda i: self.fn(bounds[i], bounds[i + 1], *arrays),
                            range(workers)))
         for i, o in enumerate(outs):
             values[self.base + i] = _make(o)

@@ -5,10 +5,12 @@ op sequence) and `lower_kernel` (the loop nest: a vector loop of `lanes` element
 scalar tail; each op's own `lower(b, *args)` hook emits its arithmetic).
 Does not: choose what to fuse (ir/passes/fuse.py) or run kernels (jit.py).
 
-Kernel ABI: void kernel(i64 start, i64 stop, ptr in_0, ..., ptr out_0, ...): the data
-pointers of the (C-contiguous) inputs and outputs; [start, stop) is a range of the
-outermost collapsed loop (the flat element index when the iteration space collapses to
-1-D), so threads can split it.
+Kernel ABI: void kernel(i64 start, i64 stop, ptr in_0, ..., ptr out_0, ...): the
+(C-contiguous) numpy arrays themselves, as PyObject pointers (ctypes py_object: passing
+them costs nothing), whose data pointers the kernel reads at `DATA_OFFSET` (numpy's
+PyArrayObject layout, checked at start-up by runtime.array_data_offset); [start, stop)
+is a range of the outermost collapsed loop (the flat element index when the iteration
+space collapses to 1-D), so threads can split it.
 """
 from collections import namedtuple
 
@@ -16,6 +18,7 @@ import numpy as np
 from llvmlite import ir
 
 from ..ir import rules
+from . import runtime
 from .scalar import ScalarBuilder
 
 I64 = ir.IntType(64)
@@ -73,11 +76,12 @@ def lower_kernel(kernel, module, vector_bytes):
     n_in, n_out = len(kernel.strides), len(kernel.outputs)
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64] +
                                              [PTR] * (n_in + n_out)), name=kernel.name)
-    for arg in fn.args[2:]:
-        arg.add_attribute("noalias")  # fresh outputs; inputs only read
     start, stop = fn.args[0], fn.args[1]
-    in_ptrs, out_ptrs = list(fn.args[2:2 + n_in]), list(fn.args[2 + n_in:])
     b = ir.IRBuilder(fn.append_basic_block("entry"))
+    offset = ir.Constant(I64, runtime.array_data_offset())
+    data = [b.load(b.gep(obj, [offset], source_etype=ir.IntType(8)), typ=PTR)
+            for obj in fn.args[2:]]
+    in_ptrs, out_ptrs = data[:n_in], data[n_in:]
     sb1 = ScalarBuilder(b, module, kernel.dtype, 1)
     lanes = lanes_for(kernel.dtype, vector_bytes)
     vectorizable = all(s[-1] in (0, 1) for s in kernel.strides) and lanes > 1

@@ -79,6 +79,18 @@ def blas_library():
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def array_data_offset():
+    """Where a numpy array object keeps its data pointer (after PyObject_HEAD in
+    PyArrayObject): checked on a real array, so compiled code never guesses."""
+    arr = np.arange(3.0)
+    want = arr.__array_interface__["data"][0]
+    for offset in (16, 24, 32):
+        if ctypes.c_void_p.from_address(id(arr) + offset).value == want:
+            return offset
+    raise RuntimeError("adkit could not find the data pointer in numpy's array object")
+
+
 def version_key():
     """What compiled code depends on: llvmlite/LLVM versions and the host CPU."""
     features = ",".join(sorted(k for k, v in host_features().items() if v))

@@ -57,9 +57,15 @@ class Jitted:
         dynamic = [a for i, a in enumerate(args) if i not in self.static_argnums]
         leaves, tree = tree_flatten(dynamic, is_leaf=_is_tensor)
         sig = tuple((tuple(np.shape(x)), np.asarray(x).dtype.str) if _is_tensor(x) else
-                    ("static", x) for x in leaves)
-        statics = tuple((i, args[i]) for i in self.static_argnums if i < len(args))
-        return (tree, sig, statics, tuple(sorted(kwargs.items())))
+                    ("static", type(x).__name__, x) for x in leaves)  # 2 and 2.0 differ
+        statics = tuple((i, type(args[i]).__name__, args[i])
+                        for i in self.static_argnums if i < len(args))
+        for name, value in kwargs.items():
+            if _is_tensor(value):
+                raise TypeError(f"jit: keyword arguments are static (compiled in), but "
+                                f"{name}= is a tensor: pass tensors positionally")
+        return (tree, sig, statics,
+                tuple(sorted((k, type(v).__name__, v) for k, v in kwargs.items())))
 
     def __call__(self, *args, **kwargs):
         if not kwargs and not self.static_argnums and not _interpreters():
@@ -144,6 +150,7 @@ class Compiled:
                 self.steps.append(_NumpyStep(graph, n, args, base))
         self.n_slots = len(slots)
         self.input_slots = [slots[(n, 0)] for n in graph.inputs]
+        self._borrowed = set(self.input_slots) | {slot for slot, _ in self.consts}
         self.output_slots = [slots[graph.args_of(n)[0][1:]] for n in graph.outputs]
         self.run_checked = self._single_kernel_runner() or self.run_checked
 
@@ -193,7 +200,11 @@ class Compiled:
             values[slot] = t
         for step in self.steps:
             step.run(values)
-        return self._structure([values[s] for s in self.output_slots])
+        outs = [values[s] for s in self.output_slots]
+        for i, s in enumerate(self.output_slots):
+            if s in self._borrowed:  # an input or a constant: give out a fresh copy
+                outs[i] = _make(np.array(outs[i]._data))
+        return self._structure(outs)
 
     def _structure(self, flat):
         graph = self.graph

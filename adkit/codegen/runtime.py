@@ -27,14 +27,20 @@ def _initialized():
     return True
 
 
-@functools.lru_cache(maxsize=None)
-def target_machine():
-    """The host's target machine, tuned for its CPU and features (opt level 3)."""
+def new_target_machine():
+    """A target machine for the host's CPU and features (opt level 3). NB: an execution
+    engine takes ownership of the one it is given, so each engine gets its own."""
     _initialized()
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
                                         features=llvm.get_host_cpu_features().flatten(),
                                         opt=3, codemodel="jitdefault")
+
+
+@functools.lru_cache(maxsize=None)
+def target_machine():
+    """The shared target machine for passes and code emission (never given away)."""
+    return new_target_machine()
 
 
 @functools.lru_cache(maxsize=None)
@@ -152,7 +158,7 @@ def compile_module(ir_module):
     module = llvm.parse_assembly(text)
     module.verify()
     optimize(module)
-    engine = llvm.create_mcjit_compiler(module, target_machine())
+    engine = llvm.create_mcjit_compiler(module, new_target_machine())
     engine.finalize_object()
     disk_cache.store(key, target_machine().emit_object(module))
     return NativeModule(text, engine, module)
@@ -161,7 +167,7 @@ def compile_module(ir_module):
 def _from_object(text, data):
     """A NativeModule from cached object code (no optimization or code generation)."""
     empty = llvm.parse_assembly("")
-    engine = llvm.create_mcjit_compiler(empty, target_machine())
+    engine = llvm.create_mcjit_compiler(empty, new_target_machine())
     engine.add_object_file(llvm.ObjectFileRef.from_data(data))
     engine.finalize_object()
     native = NativeModule(text, engine, None)

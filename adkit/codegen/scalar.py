@@ -4,6 +4,7 @@ or for one vector of lanes at once (the same code: every value has the builder's
 Owns: the one table from math names to LLVM (instructions, intrinsics, glibc libmvec
 vector functions, libm). Does not: build loops (kernels.py) or compile (runtime.py).
 """
+import numpy as np
 from llvmlite import ir
 
 from . import runtime
@@ -37,8 +38,8 @@ class ScalarBuilder:
         return c if self.lanes == 1 else ir.Constant(self.type, [c] * self.lanes)
 
     def value(self, v):
-        """An emitted value, or a Python number as a constant."""
-        return self.const(v) if isinstance(v, (int, float)) else v
+        """An emitted value, or a Python or numpy number as a constant."""
+        return self.const(v) if isinstance(v, (int, float, np.number, np.bool_)) else v
 
     # ------------------------------------------------------------ arithmetic
     def add(self, x, y):
@@ -73,7 +74,9 @@ class ScalarBuilder:
     def call_math(self, name, *args):
         args = [self.value(a) for a in args]
         if name in _INTRINSICS:
-            fn = self.module.declare_intrinsic(_INTRINSICS[name], [self.type])
+            elem = "f64" if self.itemsize == 8 else "f32"
+            suffix = elem if self.lanes == 1 else f"v{self.lanes}{elem}"
+            fn = self._declare(f"{_INTRINSICS[name]}.{suffix}", len(args))
             return self.b.call(fn, args)
         if self.lanes > 1 and runtime.mvec_available():
             isa, _ = runtime.host_vector_isa()

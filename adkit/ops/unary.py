@@ -387,8 +387,8 @@ class Relu(UnaryElementwise):
 
     @staticmethod
     def lower(b, x):
-        """Native code: b.select(b.compare(">", x, 0.0), x, 0.0)."""
-        return b.select(b.compare(">", x, 0.0), x, 0.0)
+        """Native code: b.maximum(x, 0.0) (NaN stays NaN, as in numpy)."""
+        return b.maximum(x, 0.0)
 
     @staticmethod
     def forward(x):

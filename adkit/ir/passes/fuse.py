@@ -18,6 +18,9 @@ from .. import evaluate
 from ..graph import Graph
 
 
+_NATIVE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # what kernels compute in
+
+
 class FusedKernel(Function):
     """Several elementwise ops as one node: `graph` is the fused sub-graph; the node's
     tensor arguments are its inputs, its outputs the sub-graph's outputs."""
@@ -44,7 +47,7 @@ def _fusible(graph, n):
     data = graph.nx.nodes[n]
     if data["kind"] != "op" or getattr(data["op"], "lower", None) is None:
         return False
-    if len(data["specs"]) != 1 or data["dtype"].np.kind != "f":
+    if len(data["specs"]) != 1 or data["dtype"].np not in _NATIVE_FLOATS:
         return False
     if any(a is not None for a in data.get("aliases", ())):
         return False

@@ -200,7 +200,17 @@ class Pow(BinaryElementwise):
 
     @staticmethod
     def lower(b, x, y):
-        """Native code: b.pow(x, y)."""
+        """Native code: x**2 as x*x, x**0.5 as sqrt, x**-1 as 1/x (numpy's own fast
+        paths, so the results are the same bits), else pow."""
+        if isinstance(y, (int, float)) and not isinstance(y, bool):
+            if y == 2:
+                return b.mul(x, x)
+            if y == 1:
+                return x
+            if y == 0.5:
+                return b.sqrt(x)
+            if y == -1:
+                return b.div(1.0, x)
         return b.pow(x, y)
 
     @staticmethod

@@ -65,7 +65,6 @@ def worker(tool, config, repeats, min_seconds):
     except ImportError as e:
         out = {"missing": str(e)}
     print(json.dumps(out), flush=True)
-    os._exit(0)      # no finalization of compiled code (see gmm._KEEP_ALIVE)
 
 
 def _ms(seconds):

@@ -376,11 +376,6 @@ def finite_differences(data, h=1e-5):
 
 
 # ----------------------------------------------------------------------------- tools
-# Workaround for an adkit bug: every ak.jit engine is created with the one cached llvmlite
-# TargetMachine, and an MCJIT engine takes ownership of (and deletes) its TargetMachine, so
-# freeing a second compiled function double-frees it and the process crashes. Jitted
-# functions made here are therefore kept alive, and the worker processes leave by os._exit.
-_KEEP_ALIVE = []
 
 
 def _gm(data):
@@ -444,7 +439,6 @@ def make_tool(name, data):
         vg = F.grad_and_value(f)               # returns (grads, value)
         if name == "adkit-jit":
             f, vg = ak.jit(f), ak.jit(vg)
-            _KEEP_ALIVE.extend([f, vg])
 
         def value_and_grad():
             grads, value = vg(params, x)
@@ -552,7 +546,6 @@ def _worker(name, config, out_path):
     with open(out_path + ".json", "w") as fh:
         json.dump({"ok": True, "value": value, "has_grad": grads is not None}, fh)
     sys.stdout.flush()
-    os._exit(0)      # see _KEEP_ALIVE: no finalization of compiled code
 
 
 def check(config, tools, tol=1e-8, fd_tol=1e-6, out=print):

@@ -815,3 +815,17 @@ def test_keep_alive_workaround_is_in_place():
     del f
     gc.collect()
     assert_close(ak.jit(lambda x: x.cos())(rand(3)), rand(3).cos())
+
+
+def test_expand_feeding_a_kernel_is_read_with_zero_strides():
+    """An expand in front of a fused kernel is absorbed: the kernel reads the small
+    input with broadcast strides (no expand node, no copy), with eager's values."""
+    def f(a, c):
+        return (a.expand(2, 3) * c).sin()
+
+    a, c = T(np.array([0.1, 0.2, 0.3])), T(np.array([1.0, -2.0, 0.5]))
+    jitted = ak.jit(f)
+    assert_close(jitted(a, c), f(a, c))
+    graph = jitted.lower(a, c)
+    ops = [graph.nx.nodes[n]["op"].__name__ for n in graph.op_nodes]
+    assert ops == ["FusedKernel"]

@@ -27,7 +27,7 @@ _PARALLEL_MIN = 1 << 16  # elements below which one thread is faster
 _interpreters = _dispatch._STACK.get
 _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
 OPTIMIZE = passes.pipeline([passes.fold_constants, passes.simplify, passes.cse, passes.dce,
-                            passes.fuse])
+                            passes.fuse, passes.dce])
 
 
 def jit(fn=None, static_argnums=()):

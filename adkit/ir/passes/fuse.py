@@ -13,6 +13,7 @@ import networkx as nx
 import numpy as np
 
 from ...autograd.function import Function
+from ...ops.shape import Expand
 from ...tensor import _make
 from .. import evaluate
 from ..graph import Graph
@@ -31,7 +32,10 @@ class FusedKernel(Function):
     @staticmethod
     def forward(graph, *arrays):
         outs = evaluate.run(graph, [_make(np.asarray(a)) for a in arrays])
-        return tuple(o._data for o in outs) if len(outs) > 1 else outs[0]._data
+        # inputs may be un-expanded (see _source): broadcast back to the node's shapes
+        outs = [np.array(np.broadcast_to(o._data, graph.specs_of(n)[0].shape))
+                for o, n in zip(outs, graph.outputs)]
+        return tuple(outs) if len(outs) > 1 else outs[0]
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -100,6 +104,16 @@ def _acyclic_with(graph, members):
     return not (reach & inside)
 
 
+def _source(g, u, out):
+    """Where a kernel should read argument (u, out): through an expand (broadcast) node,
+    its input, since the kernel reads broadcast inputs with zero strides (no copy)."""
+    data = g.nx.nodes[u]
+    if data["kind"] == "op" and data["op"] is Expand:
+        (_, v, v_out), = g.args_of(u)
+        return (v, v_out)
+    return (u, out)
+
+
 def _replace_group(g, members):
     members = sorted(members)
     inside = set(members)
@@ -110,10 +124,11 @@ def _replace_group(g, members):
             if u in inside:
                 args[pos] = (mapping[u], 0)  # members have one output each
             else:
-                key = (u, out)
+                key = _source(g, u, out)
                 if key not in inputs:
                     inputs.append(key)
-                    mapping[key] = sub.add_input(g.specs_of(u)[out], inputs.index(key))
+                    mapping[key] = sub.add_input(g.specs_of(key[0])[key[1]],
+                                                 inputs.index(key))
                 args[pos] = (mapping[key], 0)
         data = g.nx.nodes[n]
         mapping[n] = sub.add_op(data["op"], args, data["params"], data["specs"],

@@ -829,3 +829,25 @@ def test_expand_feeding_a_kernel_is_read_with_zero_strides():
     graph = jitted.lower(a, c)
     ops = [graph.nx.nodes[n]["op"].__name__ for n in graph.op_nodes]
     assert ops == ["FusedKernel"]
+
+
+@pytest.mark.parametrize("n", [7, 1000, 300_000])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_whole_tensor_sum_is_fused_into_its_kernel(n, dtype):
+    """sum() of a fused chain is added up inside the kernel (float64 accumulators, per
+    thread for large inputs): one node, eager's value; with a gradient beside it."""
+    def f(x):
+        return ((x * 1.5).exp().tanh() * x).sin().sum()
+
+    x = T(np.random.default_rng(n).standard_normal(n).astype(dtype))
+    jitted = ak.jit(f)
+    graph = jitted.lower(x)
+    assert [graph.nx.nodes[m]["op"].__name__ for m in graph.op_nodes] == ["FusedKernel"]
+    rtol = 1e-12 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(jitted(x).numpy(), f(x).numpy(), rtol=rtol)
+    assert jitted(x).dtype == x.dtype and jitted(x).shape == ()
+    both = ak.jit(ak.func.grad_and_value(f))
+    grad, value = both(x)
+    want_grad, want_value = ak.func.grad_and_value(f)(x)
+    np.testing.assert_allclose(grad.numpy(), want_grad.numpy(), rtol=rtol, atol=1e-6)
+    np.testing.assert_allclose(value.numpy(), want_value.numpy(), rtol=rtol)

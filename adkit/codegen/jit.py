@@ -20,6 +20,7 @@ from .._pytree import tree_flatten, tree_unflatten
 from ..autograd.grad_mode import is_grad_enabled
 from ..ir import evaluate, passes, printing, rules
 from ..ir.trace import trace
+from ..ops.reduction import Sum
 from ..tensor import Tensor, _make
 from . import kernels, runtime
 
@@ -145,7 +146,7 @@ class Compiled:
                 fn = self.module.function(kernel.name, None, ctypes.c_int64, ctypes.c_int64,
                                           *arrays)
                 self.steps.append(_KernelStep(kernel, fn, [args[p] for p in sorted(args)],
-                                              base, tuple(data["shape"])))
+                                              base, [tuple(s.shape) for s in data["specs"]]))
             else:
                 self.steps.append(_NumpyStep(graph, n, args, base))
         self.n_slots = len(slots)
@@ -160,11 +161,11 @@ class Compiled:
         if len(self.steps) != 1 or self.consts or self.graph.static_outputs:
             return None
         step = self.steps[0]
-        if not isinstance(step, _KernelStep) or step.parallel or \
+        if not isinstance(step, _KernelStep) or step.parallel or step.kernel.reduced or \
                 len(step.kernel.outputs) != 1 or self.output_slots != [step.base]:
             return None
         order = [self.input_slots.index(s) for s in step.arg_slots]
-        fn, shape, dtype, total = step.fn, step.shape, step.kernel.dtype, \
+        fn, shape, dtype, total = step.fn, step.shapes[0], step.kernel.dtype, \
             step.kernel.outer_size
         tree = self.graph.out_tree
         bare = tree is None or tree.kind == "leaf"
@@ -245,9 +246,9 @@ class _KernelStep:
     """A fused kernel: contiguous inputs in, fresh outputs out, one native call (or one
     per thread for large loops)."""
 
-    def __init__(self, kernel, fn, arg_slots, base, shape):
+    def __init__(self, kernel, fn, arg_slots, base, shapes):
         self.kernel, self.fn, self.arg_slots, self.base = kernel, fn, arg_slots, base
-        self.shape = shape
+        self.shapes = shapes  # one per output (a sum's is ())
         self.n_in = max(1, len(arg_slots))
         self.parallel = kernel.size >= _PARALLEL_MIN and (os.cpu_count() or 1) > 1
 
@@ -257,30 +258,39 @@ class _KernelStep:
         for s in self.arg_slots:
             a = values[s]._data
             arrays.append(a if a.flags.c_contiguous else np.ascontiguousarray(a))
-        outs = [np.empty(self.shape, kernel.dtype) for _ in kernel.outputs]
-        arrays += outs  # passed as objects: the kernel reads their data pointers
         total = kernel.outer_size
-        if not self.parallel:
-            self.fn(0, total, *arrays)
+        workers = (os.cpu_count() or 1) if self.parallel else 1
+        bounds = np.linspace(0, total, workers + 1).astype(np.int64).tolist()
+        outs = [np.empty(s, kernel.dtype) for s in self.shapes]
+        # a sum is added up per thread in float64, then the partial sums are added
+        partials = {k: [np.zeros(1) for _ in range(workers)] for k in kernel.reduced}
+
+        def call(w):
+            objects = arrays + [partials[k][w] if k in partials else o
+                                for k, o in enumerate(outs)]
+            self.fn(bounds[w], bounds[w + 1], *objects)
+        if workers == 1:
+            call(0)
         else:
-            workers = os.cpu_count()
-            bounds = np.linspace(0, total, workers + 1).astype(np.int64).tolist()
-            list(_POOL.map(lambda i: self.fn(bounds[i], bounds[i + 1], *arrays),
-                           range(workers)))
+            list(_POOL.map(call, range(workers)))
+        for k, parts in partials.items():
+            outs[k] = np.asarray(sum(p[0] for p in parts), dtype=kernel.dtype)
         for i, o in enumerate(outs):
             values[self.base + i] = _make(o)
 
 
 def _kernel_for(graph, n, name):
-    """The ElementwiseKernel of FusedKernel node n (input strides from shapes)."""
+    """The ElementwiseKernel of FusedKernel node n: the sub-graph's ops as steps, input
+    strides from shapes, whole-tensor sums as accumulated outputs."""
     data = graph.nx.nodes[n]
     sub = data["params"]["graph"]
-    shape = tuple(data["shape"])
-    strides = [_broadcast_strides(sub.specs_of(i)[0].shape, shape) for i in sub.inputs]
     index = {i: k for k, i in enumerate(sub.inputs)}
-    steps, position = [], {}
+    steps, position, sums = [], {}, {}
     for m in sub.op_nodes:
         md = sub.nx.nodes[m]
+        if md["op"] is Sum:  # a whole-tensor sum: an accumulator
+            sums[m] = sub.args_of(m)[0][1]
+            continue
         args = []
         for pos, u, _ in sub.args_of(m):
             while len(args) < pos:
@@ -288,8 +298,13 @@ def _kernel_for(graph, n, name):
             args.append(("in", index[u]) if u in index else ("tmp", position[u]))
         position[m] = len(steps)
         steps.append(kernels.Step(md["op"], args, md["params"]))
-    outputs = [position[sub.args_of(o)[0][1]] for o in sub.outputs]
-    return kernels.ElementwiseKernel(name, data["dtype"].np, shape, strides, steps, outputs)
+    shape = next(tuple(sub.specs_of(m)[0].shape) for m in sub.op_nodes if m not in sums)
+    strides = [_broadcast_strides(sub.specs_of(i)[0].shape, shape) for i in sub.inputs]
+    produced = [sub.args_of(o)[0][1] for o in sub.outputs]
+    outputs = [position[sums.get(m, m)] for m in produced]
+    reduced = [k for k, m in enumerate(produced) if m in sums]
+    return kernels.ElementwiseKernel(name, data["dtype"].np, shape, strides, steps, outputs,
+                                     reduced)
 
 
 def _broadcast_strides(in_shape, out_shape):

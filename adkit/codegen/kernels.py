@@ -33,7 +33,8 @@ class ElementwiseKernel:
     """A fused loop over `shape` reading inputs with element `strides` (0 where an
     input is broadcast) and writing the values of `outputs` (step indices), contiguous."""
 
-    def __init__(self, name, dtype, shape, strides, steps, outputs):
+    def __init__(self, name, dtype, shape, strides, steps, outputs, reduced=()):
+        self.reduced = frozenset(reduced)  # output positions summed over the whole loop
         self.name = name
         self.dtype = np.dtype(dtype)
         self.shape, self.strides = _collapse(tuple(shape), [tuple(s) for s in strides])
@@ -84,6 +85,7 @@ def lower_kernel(kernel, module, vector_bytes):
     in_ptrs, out_ptrs = data[:n_in], data[n_in:]
     sb1 = ScalarBuilder(b, module, kernel.dtype, 1)
     lanes = lanes_for(kernel.dtype, vector_bytes)
+    sums = _accumulators(b, kernel, lanes)
     vectorizable = all(s[-1] in (0, 1) for s in kernel.strides) and lanes > 1
     inner = kernel.shape[-1]
     if len(kernel.shape) == 1:
@@ -98,8 +100,36 @@ def lower_kernel(kernel, module, vector_bytes):
                         ir.Constant(I64, 0), ir.Constant(I64, inner),
                         lanes if vectorizable else 1, sb1)
         _for_loop(b, start, stop, 1, outer_body)
+    _store_sums(b, sums, out_ptrs)
     b.ret_void()
     return fn
+
+
+F64 = ir.DoubleType()
+
+
+def _accumulators(b, kernel, lanes):
+    """{output position: (vector accumulator, scalar accumulator)} in float64 (stack
+    slots that LLVM keeps in registers), for the outputs the kernel sums."""
+    sums = {}
+    vec = ir.VectorType(F64, lanes)
+    for k in sorted(kernel.reduced):
+        v, s = b.alloca(vec), b.alloca(F64)
+        b.store(ir.Constant(vec, [ir.Constant(F64, 0.0)] * lanes), v)
+        b.store(ir.Constant(F64, 0.0), s)
+        sums[k] = (v, s)
+    kernel._sums = sums
+    return sums
+
+
+def _store_sums(b, sums, out_ptrs):
+    """Each sum's lanes added up and written (float64) to its output's element 0."""
+    for k, (v, s) in sums.items():
+        vec = b.load(v, typ=v.allocated_type)
+        total = b.load(s, typ=F64)
+        for i in range(vec.type.count):
+            total = b.fadd(total, b.extract_element(vec, ir.Constant(ir.IntType(32), i)))
+        b.store(total, out_ptrs[k], align=8)
 
 
 def _outer_offsets(b, kernel, o):
@@ -151,7 +181,13 @@ def _emit_elements(b, kernel, sb, in_ptrs, out_ptrs, bases, out_base, i):
         args = rules.join_args(step.op, {p: operand(a) for p, a in enumerate(step.args)
                                          if isinstance(a, tuple)}, step.params)
         values.append(step.op.lower(sb, *args))
-    for ptr, j in zip(out_ptrs, kernel.outputs):
+    for k, (ptr, j) in enumerate(zip(out_ptrs, kernel.outputs)):
+        if k in kernel.reduced:  # add into the float64 accumulator of this width
+            value = values[j] if sb.elem == F64 else b.fpext(
+                values[j], F64 if sb.lanes == 1 else ir.VectorType(F64, sb.lanes))
+            slot = kernel._sums[k][0 if sb.lanes > 1 else 1]
+            b.store(b.fadd(b.load(slot, typ=slot.allocated_type), value), slot)
+            continue
         address = b.gep(ptr, [b.add(out_base, i)], source_etype=sb.elem)
         b.store(values[j], address, align=kernel.dtype.itemsize)
 

@@ -13,6 +13,7 @@ import networkx as nx
 import numpy as np
 
 from ...autograd.function import Function
+from ...ops.reduction import Sum
 from ...ops.shape import Expand
 from ...tensor import _make
 from .. import evaluate
@@ -68,11 +69,36 @@ def fuse(graph):
     return g
 
 
+def _total_sum_of_member(graph, n, group_of):
+    """The group a whole-tensor sum joins: `n` sums (dim=None, no keepdim, no dtype)
+    a group member of the same dtype that nothing else reads; the kernel then adds up
+    the values as it makes them, never storing the tensor."""
+    data = graph.nx.nodes[n]
+    if data["kind"] != "op" or data["op"] is not Sum:
+        return None
+    params = data["params"]
+    if params.get("dim") is not None or params.get("keepdim") or \
+            params.get("dtype") is not None:
+        return None
+    (_, u, _), = graph.args_of(n)
+    gid = group_of.get(u)
+    if gid is None or graph.nx.out_degree(u) != 1 or \
+            graph.nx.nodes[u]["dtype"] != data["dtype"]:
+        return None
+    return gid
+
+
 def _groups(graph):
     """Fusible nodes grouped greedily in topological order, merging a node into a
-    producer's group when shapes and dtypes match and no cycle results."""
+    producer's group when shapes and dtypes match and no cycle results; whole-tensor
+    sums of a member join its group as reductions."""
     group_of, groups = {}, []
     for n in graph.topo_order():
+        gid = _total_sum_of_member(graph, n, group_of)
+        if gid is not None:
+            groups[gid]["nodes"].append(n)
+            group_of[n] = gid
+            continue
         if not _fusible(graph, n):
             continue
         data = graph.nx.nodes[n]

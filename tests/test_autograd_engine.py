@@ -292,7 +292,8 @@ def test_engine_grad_variables_keyword_is_deprecated_alias():
     with pytest.warns(UserWarning, match="'grad_variables' is deprecated"):
         ak.autograd.backward([x * 2], grad_variables=[ak.ones(2, dtype=ak.float64)])
     np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
-    with pytest.raises(RuntimeError, match="both passed to backward"):
+    with pytest.raises(RuntimeError, match="both passed to backward"), \
+            pytest.warns(UserWarning, match="'grad_variables' is deprecated"):
         ak.autograd.backward([x * 2], grad_tensors=[ak.ones(2)], grad_variables=[ak.ones(2)])
 
 

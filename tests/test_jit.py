@@ -677,6 +677,63 @@ def test_outputs_are_fresh_arrays(kind):
             assert not np.shares_memory(a._data, b._data)
 
 
+# Intermediates live in per-thread buffers reused across calls, and a returned value's
+# buffer is reused once the caller has dropped it: none of that may ever be visible.
+def _mlp_grad():
+    def loss(ws, x):
+        h = (x @ ws[0]).tanh()
+        return ((h @ ws[1]) ** 2).mean()
+    return F.grad(loss)
+
+
+def _mlp_args(seed):
+    return [rand(4, 6, seed=seed), rand(6, 3, seed=seed + 1)], rand(5, 4, seed=seed + 2)
+
+
+def test_results_held_by_the_caller_survive_later_calls():
+    jitted, f = ak.jit(_mlp_grad()), _mlp_grad()
+    held = [jitted(*_mlp_args(seed)) for seed in range(0, 12, 3)]
+    view = held[0][1]._data[:2]  # a numpy view of a result, its tensor dropped below
+    view_before = view.copy()
+    held[0] = held[0][0]
+    for seed in range(20, 26):
+        jitted(*_mlp_args(seed))
+    np.testing.assert_array_equal(view, view_before)
+    for got, seed in zip(held[1:], range(3, 12, 3)):
+        assert_tree_close(got, f(*_mlp_args(seed)))
+    assert_close(held[0], f(*_mlp_args(0))[0])
+
+
+def test_dropped_results_are_recycled_and_fresh_ones_never_shared():
+    jitted = ak.jit(lambda x: (x @ x.t()).exp() + 1.0)
+    x = rand(64, 64)
+    address = jitted(x)._data.ctypes.data  # the result is dropped at once
+    assert jitted(x)._data.ctypes.data == address  # so its buffer is reused
+    kept = jitted(x)
+    other = jitted(x)
+    assert not np.shares_memory(kept._data, other._data)
+
+
+@pytest.mark.parametrize("f", [lambda x: (x * 2.0).exp().t(),
+                               lambda x: (x @ x)[1:],
+                               lambda x: ((x @ x).sin() + 1.0).reshape(-1)],
+                         ids=["transpose-of-kernel", "slice-of-product", "reshape"])
+def test_views_of_intermediates_are_copied_out(f):
+    jitted, x, y = ak.jit(f), rand(5, 5, seed=1), rand(5, 5, seed=2)
+    first = jitted(x)
+    jitted(y)
+    assert_close(first, f(x))
+
+
+def test_concurrent_calls_with_reused_buffers():
+    jitted, f = ak.jit(_mlp_grad()), _mlp_grad()
+    seeds = list(range(0, 60, 3))
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(lambda s: jitted(*_mlp_args(s)), seeds))
+    for got, seed in zip(outs, seeds):
+        assert_tree_close(got, f(*_mlp_args(seed)))
+
+
 _ALIAS_BUG = (
     "BUG: simplify rewrites x * 1.0, x + 0.0, x - 0.0, x / 1.0, -(-x) to x, so the jitted "
     "function returns its input tensor itself where eager returns a new tensor: "

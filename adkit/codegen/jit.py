@@ -11,6 +11,8 @@ import concurrent.futures
 import ctypes
 import functools
 import os
+import sys
+import threading
 
 import numpy as np
 from llvmlite import ir as llvm_ir
@@ -20,6 +22,7 @@ from .._pytree import tree_flatten, tree_unflatten
 from ..autograd.grad_mode import is_grad_enabled
 from ..ir import evaluate, passes, printing, rules
 from ..ir.trace import trace
+from ..ops.linalg import _MatrixProduct
 from ..ops.reduction import Sum
 from ..tensor import Tensor, _make
 from . import kernels, runtime
@@ -126,6 +129,20 @@ class Compiled:
 
     def _plan(self, graph, native):
         slots, self.steps, self.consts = {}, [], []
+        returned = {graph.args_of(n)[0][1:] for n in graph.outputs}
+        # Buffers for intermediates are allocated once per thread and reused by every
+        # call: a fresh large array costs page faults on first touch, which were most of
+        # an MLP step's time. Values given back to the caller are always fresh.
+        # A returned value's buffer is reused only once the caller has let go of the
+        # last one (nothing else refers to it), so results stay fresh arrays.
+        self.buffer_specs, self.recycled_specs = {}, {}
+
+        def buffer(n, i, spec):
+            if spec.dtype.np.kind not in "fc" or len(spec.shape) == 0:
+                return None
+            specs = self.recycled_specs if (n, i) in returned else self.buffer_specs
+            specs[slots[(n, i)]] = (tuple(spec.shape), spec.dtype.np)
+            return slots[(n, i)]
         for n in graph.topo_order():
             data = graph.nx.nodes[n]
             kind = data["kind"]
@@ -140,20 +157,46 @@ class Compiled:
                 self.consts.append((base, _make(data["value"])))
                 continue
             args = {pos: slots[(u, out)] for pos, u, out in graph.args_of(n)}
+            specs = data["specs"]
             if n in native:
                 kernel = native[n]
                 arrays = [ctypes.py_object] * (len(kernel.strides) + len(kernel.outputs))
                 fn = self.module.function(kernel.name, None, ctypes.c_int64, ctypes.c_int64,
                                           *arrays)
+                reused = [None if i in kernel.reduced else buffer(n, i, spec)
+                          for i, spec in enumerate(specs)]
                 self.steps.append(_KernelStep(kernel, fn, [args[p] for p in sorted(args)],
-                                              base, [tuple(s.shape) for s in data["specs"]]))
+                                              base, [tuple(s.shape) for s in specs], reused))
+            elif _is_plain_product(graph, n):
+                self.steps.append(_ProductStep(args[0], args[1], base,
+                                               buffer(n, 0, specs[0])))
             else:
                 self.steps.append(_NumpyStep(graph, n, args, base))
         self.n_slots = len(slots)
         self.input_slots = [slots[(n, 0)] for n in graph.inputs]
         self._borrowed = set(self.input_slots) | {slot for slot, _ in self.consts}
         self.output_slots = [slots[graph.args_of(n)[0][1:]] for n in graph.outputs]
+        self._local = threading.local()
         self.run_checked = self._single_kernel_runner() or self.run_checked
+
+    def _take_buffers(self):
+        """This thread's reusable buffers, or None when a call on this thread is already
+        running (a re-entrant call gets fresh arrays)."""
+        local = self._local
+        if getattr(local, "busy", False):
+            return None
+        if not hasattr(local, "buffers"):
+            local.buffers = {slot: np.empty(shape, dtype)
+                             for slot, (shape, dtype) in self.buffer_specs.items()}
+            local.roots = {id(b) for b in local.buffers.values()}
+            local.recycled = {}
+        buffers, recycled = dict(local.buffers), local.recycled
+        for slot, (shape, dtype) in self.recycled_specs.items():
+            if slot not in recycled or sys.getrefcount(recycled[slot]) != _ONLY_OURS:
+                recycled[slot] = np.empty(shape, dtype)
+            buffers[slot] = recycled[slot]
+        local.busy = True
+        return buffers
 
     def _single_kernel_runner(self):
         """For the common tiny case (one small kernel reading the inputs, one output):
@@ -199,12 +242,20 @@ class Compiled:
             values[slot] = t
         for slot, t in self.consts:
             values[slot] = t
-        for step in self.steps:
-            step.run(values)
-        outs = [values[s] for s in self.output_slots]
-        for i, s in enumerate(self.output_slots):
-            if s in self._borrowed:  # an input or a constant: give out a fresh copy
-                outs[i] = _make(np.array(outs[i]._data))
+        buffers = self._take_buffers() if self.buffer_specs or self.recycled_specs \
+            else None
+        try:
+            for step in self.steps:
+                step.run(values, buffers or _NO_BUFFERS)
+            outs = [values[s] for s in self.output_slots]
+            roots = self._local.roots if buffers else ()
+            for i, s in enumerate(self.output_slots):
+                # an input, a constant, or a view of a reused buffer: give out a copy
+                if s in self._borrowed or (roots and id(_root(outs[i]._data)) in roots):
+                    outs[i] = _make(np.array(outs[i]._data))
+        finally:
+            if buffers is not None:
+                self._local.busy = False
         return self._structure(outs)
 
     def _structure(self, flat):
@@ -228,7 +279,7 @@ class _NumpyStep:
         self.op, self.params = data["op"], data["params"]
         self.n_out = len(data["specs"])
 
-    def run(self, values):
+    def run(self, values, buffers):
         tensors = {pos: values[slot] for pos, slot in self.args.items()}
         try:
             result = self.op.apply(*rules.join_args(self.op, tensors, self.params))
@@ -242,17 +293,32 @@ class _NumpyStep:
             values[self.base:self.base + self.n_out] = result
 
 
-class _KernelStep:
-    """A fused kernel: contiguous inputs in, fresh outputs out, one native call (or one
-    per thread for large loops)."""
+class _ProductStep:
+    """matmul, mm, bmm, mv or dot on floating operands (shapes were checked when the
+    graph was traced): np.matmul straight into the output buffer."""
 
-    def __init__(self, kernel, fn, arg_slots, base, shapes):
+    def __init__(self, x_slot, y_slot, base, buffer_slot):
+        self.x_slot, self.y_slot, self.base, self.buffer_slot = x_slot, y_slot, base, \
+            buffer_slot
+
+    def run(self, values, buffers):
+        out = buffers.get(self.buffer_slot)
+        values[self.base] = _make(np.matmul(values[self.x_slot]._data,
+                                            values[self.y_slot]._data, out=out))
+
+
+class _KernelStep:
+    """A fused kernel: contiguous inputs in, outputs (fresh, or this thread's reused
+    buffers for intermediates) out, one native call (or one per thread for large loops)."""
+
+    def __init__(self, kernel, fn, arg_slots, base, shapes, buffer_slots):
         self.kernel, self.fn, self.arg_slots, self.base = kernel, fn, arg_slots, base
         self.shapes = shapes  # one per output (a sum's is ())
+        self.buffer_slots = buffer_slots  # one per output: a reusable buffer's slot or None
         self.n_in = max(1, len(arg_slots))
         self.parallel = kernel.size >= _PARALLEL_MIN and (os.cpu_count() or 1) > 1
 
-    def run(self, values):
+    def run(self, values, buffers):
         kernel = self.kernel
         arrays = []
         for s in self.arg_slots:
@@ -261,7 +327,10 @@ class _KernelStep:
         total = kernel.outer_size
         workers = (os.cpu_count() or 1) if self.parallel else 1
         bounds = np.linspace(0, total, workers + 1).astype(np.int64).tolist()
-        outs = [np.empty(s, kernel.dtype) for s in self.shapes]
+        outs = []
+        for shape, slot in zip(self.shapes, self.buffer_slots):
+            out = buffers.get(slot)
+            outs.append(np.empty(shape, kernel.dtype) if out is None else out)
         # a sum is added up per thread in float64, then the partial sums are added
         partials = {k: [np.zeros(1) for _ in range(workers)] for k in kernel.reduced}
 
@@ -277,6 +346,36 @@ class _KernelStep:
             outs[k] = np.asarray(sum(p[0] for p in parts), dtype=kernel.dtype)
         for i, o in enumerate(outs):
             values[self.base + i] = _make(o)
+
+
+_NO_BUFFERS = {}
+
+
+def _refcount_when_only_in_a_dict():
+    held = {0: np.empty(0)}
+    return sys.getrefcount(held[0])
+
+
+# sys.getrefcount of an array held only by the dict it is looked up in
+_ONLY_OURS = _refcount_when_only_in_a_dict()
+
+
+def _root(array):
+    """The array that owns the memory `array` views."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
+
+
+def _is_plain_product(graph, n):
+    data = graph.nx.nodes[n]
+    op = data["op"]
+    if not (isinstance(op, type) and issubclass(op, _MatrixProduct)):
+        return False
+    arg_specs = [graph.specs_of(u)[out] for _, u, out in graph.args_of(n)]
+    out = data["specs"][0]
+    return (len(arg_specs) == 2 and len(out.shape) > 0 and out.dtype.np.kind == "f"
+            and all(s.dtype == out.dtype for s in arg_specs))
 
 
 def _kernel_for(graph, n, name):

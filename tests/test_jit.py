@@ -725,6 +725,21 @@ def test_views_of_intermediates_are_copied_out(f):
     assert_close(first, f(x))
 
 
+@pytest.mark.parametrize("f", [lambda x: x.t(), lambda x: x[0], lambda x: x[:, 1:],
+                               lambda x: x.reshape(-1), lambda x: x.expand(4, 2, 3),
+                               lambda x: (x.exp(), x.t()), lambda x: x],
+                         ids=["t", "index", "slice", "reshape", "expand", "tuple", "identity"])
+def test_views_of_inputs_are_copied_out(f):
+    x = rand(2, 3)
+    before = _np(x).copy()
+    outs = ak.jit(f)(x)
+    for out in outs if isinstance(outs, tuple) else (outs,):
+        assert not np.shares_memory(out._data, x._data)
+        assert out._data.flags.writeable
+    np.testing.assert_array_equal(_np(x), before)
+    assert_tree_close(outs, f(x))
+
+
 def test_concurrent_calls_with_reused_buffers():
     jitted, f = ak.jit(_mlp_grad()), _mlp_grad()
     seeds = list(range(0, 60, 3))

@@ -174,7 +174,7 @@ class Compiled:
                 self.steps.append(_NumpyStep(graph, n, args, base))
         self.n_slots = len(slots)
         self.input_slots = [slots[(n, 0)] for n in graph.inputs]
-        self._borrowed = set(self.input_slots) | {slot for slot, _ in self.consts}
+        self._const_roots = {id(_root(t._data)) for _, t in self.consts}
         self.output_slots = [slots[graph.args_of(n)[0][1:]] for n in graph.outputs]
         self._local = threading.local()
         self.run_checked = self._single_kernel_runner() or self.run_checked
@@ -247,12 +247,17 @@ class Compiled:
         try:
             for step in self.steps:
                 step.run(values, buffers or _NO_BUFFERS)
-            outs = [values[s] for s in self.output_slots]
-            roots = self._local.roots if buffers else ()
-            for i, s in enumerate(self.output_slots):
-                # an input, a constant, or a view of a reused buffer: give out a copy
-                if s in self._borrowed or (roots and id(_root(outs[i]._data)) in roots):
-                    outs[i] = _make(np.array(outs[i]._data))
+            # an output that is an input, a constant, a reused buffer or a view of one of
+            # them is given out as a copy
+            not_ours = {id(_root(t._data)) for t in inputs}
+            not_ours.update(self._const_roots)
+            if buffers:
+                not_ours.update(self._local.roots)
+            outs = []
+            for s in self.output_slots:
+                out = values[s]
+                outs.append(_make(np.array(out._data)) if id(_root(out._data)) in not_ours
+                            else out)
         finally:
             if buffers is not None:
                 self._local.busy = False

@@ -281,13 +281,29 @@ class _NumpyStep:
     def __init__(self, graph, n, args, base):
         self.graph, self.n, self.args, self.base = graph, n, args, base
         data = graph.nx.nodes[n]
-        self.op, self.params = data["op"], data["params"]
+        self.op = op = data["op"]
         self.n_out = len(data["specs"])
+        # the positional arguments with the static ones in place, tensors filled per call
+        self.template = rules.join_args(op, dict.fromkeys(args), data["params"])
+        # a built-in op on arrays with one output needs none of apply's autograd
+        # bookkeeping here (nothing in a compiled run requires grad): call its forward
+        self.direct = (getattr(op, "_arrays_in", False) and op.modifies is None
+                       and self.n_out == 1)
 
     def run(self, values, buffers):
-        tensors = {pos: values[slot] for pos, slot in self.args.items()}
+        call = list(self.template)
+        for pos, slot in self.args.items():
+            call[pos] = values[slot]
         try:
-            result = self.op.apply(*rules.join_args(self.op, tensors, self.params))
+            if self.direct:
+                raw = self.op.forward(*[a._data if isinstance(a, Tensor) else a
+                                        for a in call])
+                if isinstance(raw, (tuple, list)):  # a tuple of one, as apply unpacks it
+                    raw = raw[0]
+                values[self.base] = _make(raw if type(raw) is np.ndarray
+                                          else np.asarray(raw))
+                return
+            result = self.op.apply(*call)
         except Exception as e:
             e.add_note(f"While executing node {self.n}: "
                        f"{printing.node_line(self.graph, self.n)}")
@@ -322,6 +338,10 @@ class _KernelStep:
         self.buffer_slots = buffer_slots  # one per output: a reusable buffer's slot or None
         self.n_in = max(1, len(arg_slots))
         self.parallel = kernel.size >= _PARALLEL_MIN and (os.cpu_count() or 1) > 1
+        self.workers = (os.cpu_count() or 1) if self.parallel else 1
+        # each worker's [start, stop) of the outer loop
+        self.bounds = np.linspace(0, kernel.outer_size, self.workers + 1).astype(np.int64) \
+            .tolist()
 
     def run(self, values, buffers):
         kernel = self.kernel
@@ -329,9 +349,7 @@ class _KernelStep:
         for s in self.arg_slots:
             a = values[s]._data
             arrays.append(a if a.flags.c_contiguous else np.ascontiguousarray(a))
-        total = kernel.outer_size
-        workers = (os.cpu_count() or 1) if self.parallel else 1
-        bounds = np.linspace(0, total, workers + 1).astype(np.int64).tolist()
+        workers, bounds = self.workers, self.bounds
         outs = []
         for shape, slot in zip(self.shapes, self.buffer_slots):
             out = buffers.get(slot)

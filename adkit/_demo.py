@@ -154,6 +154,7 @@ def step_jit():
 
 
 def run(out_dir="."):
+    os.makedirs(out_dir, exist_ok=True)
     ok = step_eager_gradient()
     ok = step_trace(out_dir) and ok
     ok = step_backward_graph(out_dir) and ok

@@ -6,8 +6,9 @@ from pathlib import Path
 
 def test_demo_runs_and_its_checks_pass(tmp_path):
     root = Path(__file__).resolve().parent.parent
+    out_dir = tmp_path / "new" / "folder"  # --out-dir is created when missing
     result = subprocess.run([sys.executable, "-m", "adkit", "demo", "--out-dir",
-                             str(tmp_path)], cwd=root, capture_output=True, text=True,
+                             str(out_dir)], cwd=root, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
     assert "gradient check: PASSED" in result.stdout
@@ -15,5 +16,5 @@ def test_demo_runs_and_its_checks_pass(tmp_path):
     assert "its gradients equal ak.func.grad's: yes" in result.stdout
     assert "jit gradient equals the eager one: yes" in result.stdout
     for name in ("forward", "backward"):
-        pictures = list(tmp_path.glob(f"adkit-demo-{name}.*"))
+        pictures = list(out_dir.glob(f"adkit-demo-{name}.*"))
         assert pictures and pictures[0].stat().st_size > 0

@@ -192,6 +192,22 @@ def test_ir_printing_render_unknown_extension(tmp_path, path):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("ext", ["svg", "dot"])
+def test_ir_printing_render_into_a_missing_directory(tmp_path, ext):
+    """A path in a directory that does not exist is a FileNotFoundError naming it."""
+    with pytest.raises(FileNotFoundError, match="no directory .*missing"):
+        small().render(str(tmp_path / "missing" / f"g.{ext}"))
+
+
+@needs_dot
+def test_ir_printing_render_reports_dot_failures(tmp_path):
+    """When dot itself fails (here: the output path is a directory), its message is in
+    the error."""
+    (tmp_path / "g.svg").mkdir()
+    with pytest.raises(RuntimeError, match="dot could not write"):
+        small().render(str(tmp_path / "g.svg"))
+
+
 @pytest.mark.parametrize("how", ["PATH", "which"])
 def test_ir_printing_render_without_dot(tmp_path, monkeypatch, how):
     """Without Graphviz, render names the missing `dot` program and how to get it."""

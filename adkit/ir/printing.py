@@ -151,6 +151,9 @@ def render(graph, path):
     """Write the picture to `path`; the extension picks the format (.svg, .png, .pdf,
     or .dot for the Graphviz text itself)."""
     fmt = os.path.splitext(path)[1].lstrip(".").lower()
+    folder = os.path.dirname(path)
+    if folder and not os.path.isdir(folder):
+        raise FileNotFoundError(f"render: no directory {folder!r} to write {path!r} in")
     text = to_dot(graph)
     if fmt == "dot":
         with open(path, "w") as f:
@@ -159,8 +162,11 @@ def render(graph, path):
     if fmt not in ("svg", "png", "pdf"):
         raise ValueError(f"render: unknown picture format {fmt!r}; use .svg, .png, .pdf "
                          "or .dot")
-    subprocess.run([_dot_program(), f"-T{fmt}", "-o", path], input=text.encode(),
-                   check=True, capture_output=True)
+    done = subprocess.run([_dot_program(), f"-T{fmt}", "-o", path], input=text.encode(),
+                          capture_output=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"render: Graphviz's dot could not write {path!r}: "
+                           f"{done.stderr.decode(errors='replace').strip()}")
     return path
 
 

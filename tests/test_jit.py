@@ -442,6 +442,20 @@ def test_jit_inside_jit():
     assert len(inner.cache) == 0  # traced through: the outer program contains it
 
 
+def test_forward_ad_dual_inputs_keep_their_tangents():
+    fwAD = ak.autograd.forward_ad
+    f = lambda x, y: (x * 2.0).sin() * y  # noqa: E731
+    jitted = ak.jit(f)
+    x, y, tx = rand(3, seed=1), rand(3, seed=2), rand(3, seed=3)
+    jitted(x, y)  # compiled first, so the dual call must not take the cached fast path
+    with fwAD.dual_level():
+        want = fwAD.unpack_dual(f(fwAD.make_dual(x, tx), y))
+        got = fwAD.unpack_dual(jitted(fwAD.make_dual(x, tx), y))
+    assert_close(got.primal, want.primal)
+    assert got.tangent is not None
+    assert_close(got.tangent, want.tangent)
+
+
 def test_inputs_requiring_grad_fall_back_and_gradients_flow():
     f = lambda x, w: ((x * w).exp() + x.sin()).sum()  # noqa: E731
     jitted = ak.jit(f)

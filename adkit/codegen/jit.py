@@ -4,8 +4,9 @@ Owns: `jit`, `Jitted` (the signature cache; `.lower()`, `.compile()`) and `Compi
 (the run plan: native calls for fused kernels, numpy for the other nodes, with the
 input checks that guard the native boundary). Does not: emit IR (kernels.py) or talk to
 llvmlite.binding (runtime.py).
-Calls made under a transform (grad, vmap, tracing) or with inputs that require grad
-run the function itself, so jit composes with ak.func both ways.
+Calls made under a transform (grad, vmap, tracing), with inputs that require grad or
+with forward-AD dual inputs run the function itself, so jit composes with ak.func and
+with autograd both ways.
 """
 import concurrent.futures
 import ctypes
@@ -19,6 +20,7 @@ from llvmlite import ir as llvm_ir
 
 from .. import _dispatch
 from .._pytree import tree_flatten, tree_unflatten
+from ..autograd.forward_ad import STATE as FORWARD_AD, tangent_level
 from ..autograd.grad_mode import is_grad_enabled
 from ..ir import evaluate, passes, printing, rules
 from ..ir.trace import trace
@@ -72,6 +74,8 @@ class Jitted:
                 tuple(sorted((k, type(v).__name__, v) for k, v in kwargs.items())))
 
     def __call__(self, *args, **kwargs):
+        if FORWARD_AD.levels and tangent_level(tree_flatten((args, kwargs))[0]) is not None:
+            return self.fn(*args, **kwargs)  # dual inputs: the tangents must flow through
         if not kwargs and not self.static_argnums and not _interpreters():
             key = ()  # the fast path: plain tensors, looked up by shape and dtype only
             for a in args:

@@ -1,14 +1,13 @@
-"""ak.jit: trace per input signature, optimize, fuse, compile fused kernels to native code.
+"""ak.jit: trace per input signature, optimize, fuse, compile to native code.
 
 Owns: `jit`, `Jitted` (the signature cache; `.lower()`, `.compile()`) and `Compiled`
-(the run plan: native calls for fused kernels, numpy for the other nodes, with the
-input checks that guard the native boundary). Does not: emit IR (kernels.py) or talk to
-llvmlite.binding (runtime.py).
+(the run plan: where each value lives, native segments for kernels, matmuls and views,
+numpy for the other nodes, with the input checks that guard the native boundary).
+Does not: emit IR (kernels.py, program.py) or talk to llvmlite.binding (runtime.py).
 Calls made under a transform (grad, vmap, tracing), with inputs that require grad or
 with forward-AD dual inputs run the function itself, so jit composes with ak.func and
 with autograd both ways.
 """
-import concurrent.futures
 import ctypes
 import functools
 import os
@@ -23,15 +22,16 @@ from .._pytree import tree_flatten, tree_unflatten
 from ..autograd.forward_ad import STATE as FORWARD_AD, tangent_level
 from ..autograd.grad_mode import is_grad_enabled
 from ..ir import evaluate, passes, printing, rules
+from ..ir.passes.fuse import REDUCTIONS, reduction_dims
 from ..ir.trace import trace
 from ..ops.linalg import _MatrixProduct
-from ..ops.reduction import Sum
+from ..ops.reduction import Mean
+from ..ops.shape import View
 from ..tensor import Tensor, _make
-from . import kernels, runtime
+from . import kernels, program, runtime
 
 _PARALLEL_MIN = 1 << 16  # elements below which one thread is faster
 _interpreters = _dispatch._STACK.get
-_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
 OPTIMIZE = passes.pipeline([passes.fold_constants, passes.simplify, passes.cse, passes.dce,
                             passes.fuse, passes.dce])
 
@@ -110,122 +110,46 @@ class Jitted:
 
 
 class Compiled:
-    """A graph ready to run: fused kernels compiled to native code, other nodes run by
-    numpy. `.llvm_ir`, `.asm`, `.kernels` show what was generated. The run is a plan
-    made once: each value has a slot, each step reads and writes slots (no graph
-    lookups per call)."""
+    """A graph ready to run. Fused kernels, matmuls and views are native: each run of
+    them (a segment) is one LLVM entry function, called once per call; nodes without a
+    lowering run with numpy between segments. `.llvm_ir`, `.asm`, `.kernels` and
+    `.segments` show what was generated. The run is a plan made once: each value has a
+    slot (and a Layout when native code can address it), each step reads and writes
+    slots (no graph lookups per call)."""
 
     def __init__(self, graph):
         self.graph = graph
-        self.kernels, native = [], {}
+        planner = _Planner(graph)
+        self.kernels = planner.kernels
+        self.buffers = planner.buffers
         module = llvm_ir.Module(name="adkit_jit")
         module.triple = runtime.target_machine().triple
         _, vector_bytes = runtime.host_vector_isa()
-        for n in graph.topo_order():
-            data = graph.nx.nodes[n]
-            if data["kind"] == "op" and data["op"] is passes.FusedKernel:
-                kernel = _kernel_for(graph, n, f"kernel{len(self.kernels)}")
-                kernels.lower_kernel(kernel, module, vector_bytes)
-                self.kernels.append(kernel)
-                native[n] = kernel
-        self.module = runtime.compile_module(module) if self.kernels else None
-        self._plan(graph, native)
-
-    def _plan(self, graph, native):
-        slots, self.steps, self.consts = {}, [], []
-        returned = {graph.args_of(n)[0][1:] for n in graph.outputs}
-        # Buffers for intermediates are allocated once per thread and reused by every
-        # call: a fresh large array costs page faults on first touch, which were half of
-        # an MLP step's time. A returned value's buffer is reused only once the caller
-        # has let go of the last one (nothing else refers to it), so results stay fresh.
-        self.buffer_specs, self.recycled_specs = {}, {}
-
-        def buffer(n, i, spec):
-            if spec.dtype.np.kind not in "fc" or len(spec.shape) == 0:
-                return None
-            specs = self.recycled_specs if (n, i) in returned else self.buffer_specs
-            specs[slots[(n, i)]] = (tuple(spec.shape), spec.dtype.np)
-            return slots[(n, i)]
-        for n in graph.topo_order():
-            data = graph.nx.nodes[n]
-            kind = data["kind"]
-            if kind == "output":
-                continue
-            base = len(slots)
-            for i in range(len(graph.specs_of(n))):
-                slots[(n, i)] = base + i
-            if kind == "input":
-                continue
-            if kind == "const":
-                self.consts.append((base, _make(data["value"])))
-                continue
-            args = {pos: slots[(u, out)] for pos, u, out in graph.args_of(n)}
-            specs = data["specs"]
-            if n in native:
-                kernel = native[n]
-                arrays = [ctypes.py_object] * (len(kernel.strides) + len(kernel.outputs))
-                fn = self.module.function(kernel.name, None, ctypes.c_int64, ctypes.c_int64,
-                                          *arrays)
-                reused = [None if i in kernel.reduced else buffer(n, i, spec)
-                          for i, spec in enumerate(specs)]
-                self.steps.append(_KernelStep(kernel, fn, [args[p] for p in sorted(args)],
-                                              base, [tuple(s.shape) for s in specs], reused))
-            elif _is_plain_product(graph, n):
-                self.steps.append(_ProductStep(args[0], args[1], base,
-                                               buffer(n, 0, specs[0])))
-            else:
-                self.steps.append(_NumpyStep(graph, n, args, base))
-        self.n_slots = len(slots)
-        self.input_slots = [slots[(n, 0)] for n in graph.inputs]
+        kernel_fns = {}
+        for call in planner.kernel_calls:
+            kernel_fns[id(call)] = kernels.lower_kernel(call.kernel, module, vector_bytes)
+        names = []
+        for i, calls in enumerate(planner.segments):
+            names.append(f"segment{i}")
+            program.emit_segment(module, names[-1], calls, kernel_fns)
+        self.segments = names
+        self.segment_calls = planner.segments  # each segment's KernelCalls, MatmulCalls
+        self.module = runtime.compile_module(module) if names else None
+        functions = {name: self.module.function(name, None, ctypes.py_object)
+                     for name in names}
+        self.steps = [_SegmentStep(functions[step]) if isinstance(step, str) else step
+                      for step in planner.steps]
+        self.n_slots = planner.n_slots
+        self.input_slots = planner.input_slots
+        self.input_buffers = planner.input_buffers
+        self.consts = planner.consts
+        self.output_slots = planner.output_slots
+        self.output_fetch = planner.output_fetch  # makes native outputs numpy values
         self._const_roots = {id(_root(t._data)) for _, t in self.consts}
-        self.output_slots = [slots[graph.args_of(n)[0][1:]] for n in graph.outputs]
+        self._template_specs = planner.template_specs
+        self._result_specs = planner.result_specs
         self._local = threading.local()
-        self.run_checked = self._single_kernel_runner() or self.run_checked
-
-    def _take_buffers(self):
-        """This thread's reusable buffers, or None when a call on this thread is already
-        running (a re-entrant call gets fresh arrays)."""
-        local = self._local
-        if getattr(local, "busy", False):
-            return None
-        if not hasattr(local, "buffers"):
-            local.buffers = {slot: np.empty(shape, dtype)
-                             for slot, (shape, dtype) in self.buffer_specs.items()}
-            local.roots = {id(b) for b in local.buffers.values()}
-            local.recycled = {}
-        buffers, recycled = dict(local.buffers), local.recycled
-        for slot, (shape, dtype) in self.recycled_specs.items():
-            if slot not in recycled or sys.getrefcount(recycled[slot]) != _ONLY_OURS:
-                recycled[slot] = np.empty(shape, dtype)
-            buffers[slot] = recycled[slot]
-        local.busy = True
-        return buffers
-
-    def _single_kernel_runner(self):
-        """For the common tiny case (one small kernel reading the inputs, one output):
-        a runner without the general plan's bookkeeping (call overhead matters there)."""
-        if len(self.steps) != 1 or self.consts or self.graph.static_outputs:
-            return None
-        step = self.steps[0]
-        if not isinstance(step, _KernelStep) or step.parallel or step.kernel.reduced or \
-                len(step.kernel.outputs) != 1 or self.output_slots != [step.base]:
-            return None
-        order = [self.input_slots.index(s) for s in step.arg_slots]
-        fn, shape, dtype, total = step.fn, step.shapes[0], step.kernel.dtype, \
-            step.kernel.outer_size
-        tree = self.graph.out_tree
-        bare = tree is None or tree.kind == "leaf"
-        structure = self._structure
-
-        def run(inputs):
-            arrays = []
-            for i in order:
-                a = inputs[i]._data
-                arrays.append(a if a.flags.c_contiguous else np.ascontiguousarray(a))
-            out = np.empty(shape, dtype)
-            fn(0, total, *arrays, out)
-            return _make(out) if bare else structure([_make(out)])
-        return run
+        self._n_buffers = len(self.buffers)
 
     @property
     def llvm_ir(self):
@@ -238,6 +162,36 @@ class Compiled:
     def __call__(self, *args, **kwargs):
         return self.run_checked(evaluate.flat_inputs(self.graph, args))
 
+    def _arrays(self):
+        """The buffer list for one call: this thread's reusable buffers in place, or
+        fresh ones when a call on this thread is already running (re-entrant)."""
+        local = self._local
+        if getattr(local, "busy", False):
+            arrays = [None] * self._n_buffers
+            for buf, value in self._template_specs.items():
+                arrays[buf] = value if isinstance(value, np.ndarray) else np.empty(*value)
+            for buf, spec in self._result_specs.items():
+                arrays[buf] = np.empty(*spec)
+            return arrays, False
+        if not hasattr(local, "template"):
+            local.template = [None] * self._n_buffers
+            for buf, value in self._template_specs.items():
+                local.template[buf] = value if isinstance(value, np.ndarray) \
+                    else np.empty(*value)
+            local.roots = {id(a) for buf, a in enumerate(local.template)
+                           if a is not None and not isinstance(
+                               self._template_specs[buf], np.ndarray)}
+            local.recycled = {}
+        arrays, recycled = list(local.template), local.recycled
+        # A result's buffer is reused only once the caller has let go of the last one
+        # (nothing else refers to it), so results stay fresh.
+        for buf, spec in self._result_specs.items():
+            if buf not in recycled or sys.getrefcount(recycled[buf]) != _ONLY_OURS:
+                recycled[buf] = np.empty(*spec)
+            arrays[buf] = recycled[buf]
+        local.busy = True
+        return arrays, True
+
     def run_checked(self, inputs):
         """Run on the flat input tensors (already checked against the signature)."""
         values = [None] * self.n_slots
@@ -245,24 +199,30 @@ class Compiled:
             values[slot] = t
         for slot, t in self.consts:
             values[slot] = t
-        buffers = self._take_buffers() if self.buffer_specs or self.recycled_specs \
-            else None
+        arrays, reused = self._arrays()
         try:
+            for buf, i in self.input_buffers:  # native code reads inputs as laid out
+                a = inputs[i]._data
+                flags = a.flags
+                arrays[buf] = a if flags.c_contiguous and flags.aligned \
+                    else np.ascontiguousarray(a)
             for step in self.steps:
-                step.run(values, buffers or _NO_BUFFERS)
+                step.run(values, arrays)
             # an output that is an input, a constant, a reused buffer or a view of one of
             # them is given out as a copy
             not_ours = {id(_root(t._data)) for t in inputs}
             not_ours.update(self._const_roots)
-            if buffers:
+            if reused:
                 not_ours.update(self._local.roots)
+            for fetch in self.output_fetch:
+                fetch.run(values, arrays)
             outs = []
-            for s in self.output_slots:
-                out = values[s]
+            for slot in self.output_slots:
+                out = values[slot]
                 outs.append(_make(np.array(out._data)) if id(_root(out._data)) in not_ours
                             else out)
         finally:
-            if buffers is not None:
+            if reused:
                 self._local.busy = False
         return self._structure(outs)
 
@@ -278,11 +238,212 @@ class Compiled:
         return tree_unflatten(graph.out_tree, leaves)
 
 
-class _NumpyStep:
-    """A node without a native lowering: its op through Function.apply, on numpy."""
+class _Planner:
+    """Decides where each value lives and what runs where, once per Compiled.
 
-    def __init__(self, graph, n, args, base):
+    Values of float dtypes get a Layout: inputs and constants their own buffers, a
+    kernel's or a matmul's results fresh contiguous buffers (reused between calls, or
+    handed out for graph outputs), views a Layout of their base's buffer (found by
+    running the op's numpy forward on a probe array and reading the strides numpy
+    chose). A numpy step's float result that native code reads is copied into a buffer
+    (contiguous) right after the step. Native nodes are scheduled into as few segments
+    as the dependencies allow."""
+
+    def __init__(self, graph):
+        self.graph = graph
+        self.slots, self.layouts, self.buffers = {}, {}, []
+        self.consts, self.kernels, self.kernel_calls = [], [], []
+        self.template_specs, self.result_specs = {}, {}
+        self.input_buffers, self.publish, self.calls = [], {}, {}
+        returned = [graph.args_of(n)[0][1:] for n in graph.outputs]
+        kind = {}
+        for n in graph.topo_order():
+            data = graph.nx.nodes[n]
+            if data["kind"] == "output":
+                continue
+            base = len(self.slots)
+            for i in range(len(graph.specs_of(n))):
+                self.slots[(n, i)] = base + i
+            if data["kind"] == "input":
+                spec = graph.specs_of(n)[0]
+                if _native_dtype(spec):
+                    buf = self._buffer(None)
+                    self.input_buffers.append((buf, graph.inputs.index(n)))
+                    self.layouts[(n, 0)] = _contiguous(buf, spec)
+            elif data["kind"] == "const":
+                tensor = _make(data["value"])
+                self.consts.append((base, tensor))
+                if _native_dtype(graph.specs_of(n)[0]):
+                    array = np.ascontiguousarray(tensor._data)
+                    buf = self._buffer(array)
+                    self.layouts[(n, 0)] = _contiguous(buf, graph.specs_of(n)[0])
+            else:
+                kind[n] = self._classify(n, returned)
+        self.kind = kind
+        self.n_slots = len(self.slots)
+        self.input_slots = [self.slots[(n, 0)] for n in graph.inputs]
+        self._schedule(kind)
+        self.output_slots = [self.slots[key] for key in returned]
+        self.output_fetch = self._fetch(returned)
+
+    # ------------------------------------------------------------ values and buffers
+    def _buffer(self, spec_or_array, result=False):
+        buf = len(self.buffers)
+        self.buffers.append(spec_or_array)
+        if isinstance(spec_or_array, np.ndarray):
+            self.template_specs[buf] = spec_or_array
+        elif spec_or_array is not None:
+            (self.result_specs if result else self.template_specs)[buf] = spec_or_array
+        return buf
+
+    def _layout(self, key):
+        """The Layout of value `key`, giving a numpy step's float result a buffer it
+        is copied into; None for values native code cannot read."""
+        if key in self.layouts:
+            return self.layouts[key]
+        spec = self.graph.specs_of(key[0])[key[1]]
+        if not _native_dtype(spec):
+            return None
+        buf = self._buffer(None)  # filled per call by the step that makes it
+        self.publish.setdefault(key[0], []).append((key[1], buf, spec))
+        self.layouts[key] = _contiguous(buf, spec)
+        return self.layouts[key]
+
+    def _result(self, n, i, returned):
+        spec = self.graph.specs_of(n)[i]
+        buf = self._buffer((tuple(spec.shape), spec.dtype.np), result=(n, i) in returned)
+        self.layouts[(n, i)] = _contiguous(buf, spec)
+        return self.layouts[(n, i)]
+
+    # ------------------------------------------------------------ what runs where
+    def _classify(self, n, returned):
+        graph = self.graph
+        data = graph.nx.nodes[n]
+        op = data["op"]
+        args = graph.args_of(n)
+        if op is passes.FusedKernel:
+            ins = [self._layout((u, out)) for _, u, out in sorted(args)]
+            kernel, scales = _kernel_for(graph, n, f"kernel{len(self.kernels)}", ins)
+            outs = [self._result(n, i, returned) for i in range(len(data["specs"]))]
+            workers = (os.cpu_count() or 1) if kernel.size >= _PARALLEL_MIN else 1
+            call = program.KernelCall(kernel, ins, outs, workers, scales)
+            self.kernels.append(kernel)
+            self.kernel_calls.append(call)
+            self.calls[n] = call
+            return "kernel"
+        if _is_plain_product(graph, n):
+            a, b = (self._layout((u, out)) for _, u, out in sorted(args))
+            out = program.Layout(None, 0, tuple(data["specs"][0].shape),
+                                 program.contiguous_strides(data["specs"][0].shape),
+                                 data["specs"][0].dtype.np)
+            if a is not None and b is not None and program.MatmulCall.plan(a, b, out):
+                out = self._result(n, 0, returned)
+                self.calls[n] = program.MatmulCall(a, b, out)
+                return "matmul"
+        # (view() is left to numpy: whether it may view depends on the caller's strides)
+        elif op.is_view and op is not View and getattr(op, "_arrays_in", False) \
+                and op.modifies is None \
+                and len(args) == 1 and self._layout((args[0][1], args[0][2])) is not None:
+            views = _view_layouts(op, data["params"], args[0][0],
+                                  self.layouts[(args[0][1], args[0][2])], data["specs"])
+            if views is not None:
+                for i, layout in enumerate(views):
+                    self.layouts[(n, i)] = layout
+                return "view"
+        return "numpy"
+
+    def _schedule(self, kind):
+        """Steps in an order the dependencies allow, with as many native nodes as
+        possible in each segment: ready native nodes first, then ready numpy nodes."""
+        graph = self.graph
+        deps = {n: {u for _, u, _ in graph.args_of(n) if u in kind} for n in kind}
+        pending = [n for n in graph.topo_order() if n in kind]
+        done, self.steps, self.segments = set(), [], []
+        while pending:
+            before, natives = len(done), []
+            for n in pending:
+                if kind[n] != "numpy" and deps[n] <= done:
+                    natives.append(n)
+                    done.add(n)
+            calls = [self.calls[n] for n in natives
+                     if kind[n] in ("kernel", "matmul")]
+            if calls:
+                self.steps.append(f"segment{len(self.segments)}")
+                self.segments.append(calls)
+            rest = [n for n in pending if n not in done]
+            for n in rest:
+                if kind[n] == "numpy" and deps[n] <= done:
+                    done.add(n)
+                    self.steps.append(self._numpy_step(n))
+            if len(done) == before:
+                raise AssertionError("jit: the plan cannot order these nodes")
+            pending = [n for n in rest if n not in done]
+
+    def _numpy_step(self, n):
+        graph = self.graph
+        args = {pos: self.slots[(u, out)] for pos, u, out in graph.args_of(n)}
+        fetch = self._fetch([(u, out) for _, u, out in graph.args_of(n)])
+        publish = [(self.slots[(n, 0)] + i, buf, tuple(spec.shape), spec.dtype.np)
+                   for i, buf, spec in self.publish.get(n, ())]
+        return _NumpyStep(graph, n, args, self.slots[(n, 0)], fetch, publish)
+
+    def _fetch(self, keys):
+        """Steps that give natively made values (among `keys`) numpy values, in
+        dependency order: a kernel's or matmul's result is its buffer; a view is its
+        op's numpy forward on its base's value (so views of inputs see the caller's
+        real strides, exactly as in eager mode)."""
+        steps, seen = [], set()
+
+        def visit(key):
+            u = key[0]
+            if u in seen or self.kind.get(u) not in ("kernel", "matmul", "view"):
+                return
+            seen.add(u)
+            if self.kind[u] == "view":
+                (_, v, v_out), = self.graph.args_of(u)
+                visit((v, v_out))
+                steps.append(_NumpyStep(self.graph, u, {self.graph.args_of(u)[0][0]:
+                                                        self.slots[(v, v_out)]},
+                                        self.slots[(u, 0)], [], []))
+            else:
+                n_out = len(self.graph.specs_of(u))
+                steps.append(_BufferValues([(self.slots[(u, i)], self.layouts[(u, i)].buffer)
+                                            for i in range(n_out)]))
+        for key in keys:
+            visit(key)
+        return steps
+
+
+class _BufferValues:
+    """A natively made result as a numpy value: its (whole, contiguous) buffer."""
+
+    def __init__(self, slots_and_buffers):
+        self.pairs = slots_and_buffers
+
+    def run(self, values, arrays):
+        for slot, buf in self.pairs:
+            if values[slot] is None:
+                values[slot] = _make(arrays[buf])
+
+
+class _SegmentStep:
+    """One call into native code: a segment's entry function on the buffer list."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def run(self, values, arrays):
+        self.fn(arrays)
+
+
+class _NumpyStep:
+    """A node without a native lowering: its op on numpy, between segments. `fetch`
+    gives it native values as numpy views; `publish` puts its float results where
+    native code reads them (contiguous, checked against the traced spec)."""
+
+    def __init__(self, graph, n, args, base, fetch, publish):
         self.graph, self.n, self.args, self.base = graph, n, args, base
+        self.fetch, self.publish = fetch, publish
         data = graph.nx.nodes[n]
         self.op = op = data["op"]
         self.n_out = len(data["specs"])
@@ -290,10 +451,13 @@ class _NumpyStep:
         self.template = rules.join_args(op, dict.fromkeys(args), data["params"])
         # a built-in op on arrays with one output needs none of apply's autograd
         # bookkeeping here (nothing in a compiled run requires grad): call its forward
-        self.direct = (getattr(op, "_arrays_in", False) and op.modifies is None
-                       and self.n_out == 1)
+        self.direct = getattr(op, "_arrays_in", False) and op.modifies is None
 
-    def run(self, values, buffers):
+    def run(self, values, arrays):
+        if values[self.base] is not None:  # a view already made for another step
+            return
+        for fetch in self.fetch:
+            fetch.run(values, arrays)
         call = list(self.template)
         for pos, slot in self.args.items():
             call[pos] = values[slot]
@@ -301,77 +465,32 @@ class _NumpyStep:
             if self.direct:
                 raw = self.op.forward(*[a._data if isinstance(a, Tensor) else a
                                         for a in call])
-                if isinstance(raw, (tuple, list)):  # a tuple of one, as apply unpacks it
-                    raw = raw[0]
-                values[self.base] = _make(raw if type(raw) is np.ndarray
-                                          else np.asarray(raw))
-                return
-            result = self.op.apply(*call)
+                if not isinstance(raw, (tuple, list)):
+                    raw = (raw,)
+                for i in range(self.n_out):
+                    r = raw[i]
+                    values[self.base + i] = _make(r if type(r) is np.ndarray
+                                                  else np.asarray(r))
+            else:
+                result = self.op.apply(*call)
+                if self.n_out == 1 and not isinstance(result, tuple):
+                    values[self.base] = result
+                else:
+                    values[self.base:self.base + self.n_out] = result
+            for slot, buf, shape, dtype in self.publish:
+                a = values[slot]._data
+                if a.shape != shape or a.dtype != dtype:
+                    raise RuntimeError(
+                        f"jit: this node made a {a.dtype}{list(a.shape)} value where "
+                        f"tracing recorded {np.dtype(dtype)}{list(shape)}; compiled code "
+                        f"relies on the traced shape")
+                flags = a.flags
+                arrays[buf] = a if flags.c_contiguous and flags.aligned \
+                    else np.ascontiguousarray(a)
         except Exception as e:
             e.add_note(f"While executing node {self.n}: "
                        f"{printing.node_line(self.graph, self.n)}")
             raise
-        if self.n_out == 1 and not isinstance(result, tuple):
-            values[self.base] = result
-        else:
-            values[self.base:self.base + self.n_out] = result
-
-
-class _ProductStep:
-    """matmul, mm, bmm, mv or dot on floating operands (shapes were checked when the
-    graph was traced): np.matmul straight into the output buffer."""
-
-    def __init__(self, x_slot, y_slot, base, buffer_slot):
-        self.x_slot, self.y_slot, self.base, self.buffer_slot = x_slot, y_slot, base, \
-            buffer_slot
-
-    def run(self, values, buffers):
-        out = buffers.get(self.buffer_slot)
-        values[self.base] = _make(np.matmul(values[self.x_slot]._data,
-                                            values[self.y_slot]._data, out=out))
-
-
-class _KernelStep:
-    """A fused kernel: contiguous inputs in, outputs (fresh, or this thread's reused
-    buffers for intermediates) out, one native call (or one per thread for large loops)."""
-
-    def __init__(self, kernel, fn, arg_slots, base, shapes, buffer_slots):
-        self.kernel, self.fn, self.arg_slots, self.base = kernel, fn, arg_slots, base
-        self.shapes = shapes  # one per output (a sum's is ())
-        self.buffer_slots = buffer_slots  # one per output: a reusable buffer's slot or None
-        self.n_in = max(1, len(arg_slots))
-        self.parallel = kernel.size >= _PARALLEL_MIN and (os.cpu_count() or 1) > 1
-        self.workers = (os.cpu_count() or 1) if self.parallel else 1
-        # each worker's [start, stop) of the outer loop
-        self.bounds = np.linspace(0, kernel.outer_size, self.workers + 1).astype(np.int64) \
-            .tolist()
-
-    def run(self, values, buffers):
-        kernel = self.kernel
-        arrays = []
-        for s in self.arg_slots:
-            a = values[s]._data
-            arrays.append(a if a.flags.c_contiguous else np.ascontiguousarray(a))
-        workers, bounds = self.workers, self.bounds
-        outs = []
-        for shape, slot in zip(self.shapes, self.buffer_slots):
-            out = buffers.get(slot)
-            outs.append(np.empty(shape, kernel.dtype) if out is None else out)
-        # a sum is added up per thread in float64, then the partial sums are added
-        partials = {k: [np.zeros(1) for _ in range(workers)] for k in kernel.reduced}
-
-        def call(w):
-            objects = arrays + [partials[k][w] if k in partials else o
-                                for k, o in enumerate(outs)]
-            self.fn(bounds[w], bounds[w + 1], *objects)
-        if workers == 1:
-            call(0)
-        else:
-            list(_POOL.map(call, range(workers)))
-        for k, parts in partials.items():
-            outs[k] = np.asarray(sum(p[0] for p in parts), dtype=kernel.dtype)
-        for i, o in enumerate(outs):
-            values[self.base + i] = _make(o)
 
 
 _NO_BUFFERS = {}
@@ -393,6 +512,47 @@ def _root(array):
     return array
 
 
+def _native_dtype(spec):
+    return spec.dtype.np in (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _contiguous(buf, spec):
+    shape = tuple(spec.shape)
+    return program.Layout(buf, 0, shape, program.contiguous_strides(shape), spec.dtype.np)
+
+
+def _view_layouts(op, params, pos, layout, specs):
+    """The Layouts of view op `op`'s results on `layout`: numpy's own forward run on a
+    probe array laid out like it, its results' offsets and strides read off. None when
+    numpy copies (e.g. reshaping a transpose) or the value is empty."""
+    if 0 in layout.shape or any(s < 0 for s in layout.strides):
+        return None
+    dtype = np.dtype(layout.dtype)
+    extent = layout.offset + 1 + sum((n - 1) * s for n, s in zip(layout.shape,
+                                                                 layout.strides))
+    memory = np.empty(extent, dtype)
+    probe = np.ndarray(layout.shape, dtype, buffer=memory, offset=layout.offset *
+                       dtype.itemsize, strides=tuple(s * dtype.itemsize
+                                                     for s in layout.strides))
+    try:
+        result = op.forward(*rules.join_args(op, {pos: probe}, params))
+    except Exception:
+        return None
+    results = list(result) if isinstance(result, (tuple, list)) else [result]
+    start = memory.__array_interface__["data"][0]
+    layouts = []
+    for r, spec in zip(results, specs):
+        if not isinstance(r, np.ndarray) or _root(r) is not memory or r.dtype != dtype \
+                or r.shape != tuple(spec.shape):
+            return None
+        offset, rest = divmod(r.__array_interface__["data"][0] - start, dtype.itemsize)
+        if rest or any(s % dtype.itemsize or s < 0 for s in r.strides):
+            return None
+        layouts.append(program.Layout(layout.buffer, offset, r.shape,
+                                      tuple(s // dtype.itemsize for s in r.strides), dtype))
+    return layouts if len(layouts) == len(specs) else None
+
+
 def _is_plain_product(graph, n):
     data = graph.nx.nodes[n]
     op = data["op"]
@@ -404,42 +564,55 @@ def _is_plain_product(graph, n):
             and all(s.dtype == out.dtype for s in arg_specs))
 
 
-def _kernel_for(graph, n, name):
-    """The ElementwiseKernel of FusedKernel node n: the sub-graph's ops as steps, input
-    strides from shapes, whole-tensor sums as accumulated outputs."""
-    data = graph.nx.nodes[n]
-    sub = data["params"]["graph"]
+def _kernel_for(graph, n, name, in_layouts):
+    """The Kernel of FusedKernel node n reading `in_layouts`: the sub-graph's
+    elementwise ops as steps, its reductions as combining outputs; and {output: scale}
+    for means."""
+    sub = graph.nx.nodes[n]["params"]["graph"]
     index = {i: k for k, i in enumerate(sub.inputs)}
-    steps, position, sums = [], {}, {}
+    steps, position, reduced = [], {}, {}
+
+    def ref(u):
+        return ("in", index[u]) if u in index else ("tmp", position[u])
     for m in sub.op_nodes:
         md = sub.nx.nodes[m]
-        if md["op"] is Sum:  # a whole-tensor sum: an accumulator
-            sums[m] = sub.args_of(m)[0][1]
+        dims = reduction_dims(sub, m)
+        if dims is not None:
+            reduced[m] = dims
             continue
         args = []
         for pos, u, _ in sub.args_of(m):
             while len(args) < pos:
                 args.append(None)
-            args.append(("in", index[u]) if u in index else ("tmp", position[u]))
+            args.append(ref(u))
         position[m] = len(steps)
         steps.append(kernels.Step(md["op"], args, md["params"]))
-    shape = next(tuple(sub.specs_of(m)[0].shape) for m in sub.op_nodes if m not in sums)
-    strides = [_broadcast_strides(sub.specs_of(i)[0].shape, shape) for i in sub.inputs]
-    produced = [sub.args_of(o)[0][1] for o in sub.outputs]
-    outputs = [position[sums.get(m, m)] for m in produced]
-    reduced = [k for k, m in enumerate(produced) if m in sums]
-    return kernels.ElementwiseKernel(name, data["dtype"].np, shape, strides, steps, outputs,
-                                     reduced)
-
-
-def _broadcast_strides(in_shape, out_shape):
-    """Element strides of a C-contiguous array of in_shape read at out_shape indices."""
-    strides, acc = [], 1
-    for n in reversed(in_shape):
-        strides.append(acc if n != 1 else 0)
-        acc *= n
-    strides = strides[::-1]
-    return (0,) * (len(out_shape) - len(in_shape)) + tuple(strides)
+    members = [m for m in sub.op_nodes if m not in reduced]
+    if members:
+        shape = tuple(sub.specs_of(members[0])[0].shape)
+    else:
+        shape = tuple(sub.specs_of(sub.args_of(next(iter(reduced)))[0][1])[0].shape)
+    outputs, scales = [], {}
+    for k, o in enumerate(sub.outputs):
+        m = sub.args_of(o)[0][1]
+        if m not in reduced:
+            outputs.append(kernels.Output(ref(m), program.contiguous_strides(shape), None))
+            continue
+        dims = reduced[m]
+        kept = program.contiguous_strides([n_ for d, n_ in enumerate(shape)
+                                           if d not in dims])
+        it = iter(kept)
+        strides = tuple(0 if d in dims else next(it) for d in range(len(shape)))
+        op = sub.nx.nodes[m]["op"]
+        outputs.append(kernels.Output(ref(sub.args_of(m)[0][1]), strides,
+                                      REDUCTIONS[op]))
+        if op is Mean:
+            with np.errstate(divide="ignore"):
+                scales[k] = float(np.float64(1.0) / np.prod([shape[d] for d in dims]))
+    in_strides = [program.broadcast_strides(layout, shape) for layout in in_layouts]
+    return kernels.Kernel(name, graph.nx.nodes[n]["dtype"].np, shape, in_strides, steps,
+                          outputs), scales
 
 
 __all__ = ["jit", "Jitted", "Compiled"]
+

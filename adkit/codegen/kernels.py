@@ -1,16 +1,20 @@
-"""Fused elementwise kernels: one LLVM function per fused group of elementwise ops.
+"""Fused kernels: one LLVM function per fused group of elementwise ops and reductions.
 
-Owns: `ElementwiseKernel` (what a kernel computes: iteration shape, input strides, the
-op sequence) and `lower_kernel` (the loop nest: a vector loop of `lanes` elements, a
-scalar tail; each op's own `lower(b, *args)` hook emits its arithmetic).
-Does not: choose what to fuse (ir/passes/fuse.py) or run kernels (jit.py).
+Owns: `Kernel` (what a kernel computes: iteration shape, input strides, the op
+sequence, outputs with their strides and how they combine) and `lower_kernel` (the loop
+nest: a vector loop of `lanes` elements, a scalar tail; each op's own `lower(b, *args)`
+hook emits its arithmetic). Does not: choose what to fuse (ir/passes/fuse.py), place
+values in memory or call kernels (program.py).
 
-Kernel ABI: void kernel(i64 start, i64 stop, ptr in_0, ..., ptr out_0, ...): the
-(C-contiguous) numpy arrays themselves, as PyObject pointers (ctypes py_object: passing
-them costs nothing), whose data pointers the kernel reads at `DATA_OFFSET` (numpy's
-PyArrayObject layout, checked at start-up by runtime.array_data_offset); [start, stop)
-is a range of the outermost collapsed loop (the flat element index when the iteration
-space collapses to 1-D), so threads can split it.
+Kernel ABI: void kernel(i64 start, i64 stop, ptr in_0, ..., ptr out_0, ...): element
+pointers (already offset to the value's first element); [start, stop) is a range of the
+outermost collapsed loop (the flat element index when the iteration space collapses to
+1-D), so threads can split it. Strides are compiled in, in elements.
+
+An output either stores one value per iteration point, or combines ("sum", "max",
+"min") into an element that several points share (stride 0 along the reduced dims):
+the caller fills it with the combine's identity first. Along the inner loop a reduced
+output is accumulated in registers (float64 for sums), then combined into memory once.
 """
 from collections import namedtuple
 
@@ -18,42 +22,66 @@ import numpy as np
 from llvmlite import ir
 
 from ..ir import rules
-from . import runtime
 from .scalar import ScalarBuilder
 
 I64 = ir.IntType(64)
+I32 = ir.IntType(32)
 PTR = ir.PointerType()
+F64 = ir.DoubleType()
 
 # One step of a kernel body: op applied to args, each ("in", k), ("tmp", j) or a
 # Python value (a static param); `params` hold the op's named static arguments.
 Step = namedtuple("Step", ("op", "args", "params"))
+# One output: `ref` ("in", k) or ("tmp", j); strides over the iteration space (0 along
+# reduced dims); combine None (store) or "sum", "max", "min".
+Output = namedtuple("Output", ("ref", "strides", "combine"))
+
+IDENTITY = {"sum": 0.0, "max": -np.inf, "min": np.inf}
 
 
-class ElementwiseKernel:
-    """A fused loop over `shape` reading inputs with element `strides` (0 where an
-    input is broadcast) and writing the values of `outputs` (step indices), contiguous."""
+class Kernel:
+    """A fused loop nest over `shape` reading inputs with element `strides` (0 where an
+    input is broadcast) and writing `outputs` (see Output)."""
 
-    def __init__(self, name, dtype, shape, strides, steps, outputs, reduced=()):
-        self.reduced = frozenset(reduced)  # output positions summed over the whole loop
+    def __init__(self, name, dtype, shape, in_strides, steps, outputs):
         self.name = name
         self.dtype = np.dtype(dtype)
-        self.shape, self.strides = _collapse(tuple(shape), [tuple(s) for s in strides])
-        self.steps = steps
-        self.outputs = outputs
         self.size = int(np.prod(shape, dtype=np.int64))
+        strides = [tuple(s) for s in in_strides] + [tuple(o.strides) for o in outputs]
+        self.shape, strides = _collapse(tuple(shape), strides)
+        self.strides = strides[:len(in_strides)]
+        self.outputs = [o._replace(strides=s)
+                        for o, s in zip(outputs, strides[len(in_strides):])]
+        self.steps = steps
 
     @property
     def outer_size(self):
         """How many units [start, stop) ranges over."""
         return self.shape[0] if len(self.shape) == 1 else int(np.prod(self.shape[:-1]))
 
+    def whole(self, k):
+        """Whether output k reduces the whole iteration space to one element."""
+        return self.outputs[k].combine is not None and not any(self.outputs[k].strides)
+
+    @property
+    def splittable(self):
+        """Whether threads may split [start, stop): no two of them then write one
+        element, except whole reductions, which get a private partial per thread."""
+        outer = self.shape if len(self.shape) == 1 else self.shape[:-1]
+        return all(o.combine is None or self.whole(k) or all(o.strides[:len(outer)])
+                   for k, o in enumerate(self.outputs))
+
     def __repr__(self):
         ops = " ".join(getattr(s.op, "public_name", s.op.__name__) for s in self.steps)
-        return f"<kernel {self.name}: {self.dtype.name}{list(self.shape)} [{ops}]>"
+        reduce = "".join(f" {o.combine}" for o in self.outputs if o.combine)
+        return f"<kernel {self.name}: {self.dtype.name}{list(self.shape)} [{ops}{reduce}]>"
+
+
+ElementwiseKernel = Kernel  # the name it had before reductions joined
 
 
 def _collapse(shape, strides):
-    """Merge adjacent dims that every input walks contiguously; drop size-1 dims."""
+    """Merge adjacent dims that every operand walks contiguously; drop size-1 dims."""
     dims = [(n, [s[d] for s in strides]) for d, n in enumerate(shape) if n != 1]
     if not dims:
         return (1,), [(0,) for _ in strides]
@@ -79,132 +107,153 @@ def lower_kernel(kernel, module, vector_bytes):
                                              [PTR] * (n_in + n_out)), name=kernel.name)
     start, stop = fn.args[0], fn.args[1]
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    offset = ir.Constant(I64, runtime.array_data_offset())
-    data = [b.load(b.gep(obj, [offset], source_etype=ir.IntType(8)), typ=PTR)
-            for obj in fn.args[2:]]
-    in_ptrs, out_ptrs = data[:n_in], data[n_in:]
-    sb1 = ScalarBuilder(b, module, kernel.dtype, 1)
+    in_ptrs, out_ptrs = list(fn.args[2:2 + n_in]), list(fn.args[2 + n_in:])
     lanes = lanes_for(kernel.dtype, vector_bytes)
-    sums = _accumulators(b, kernel, lanes)
-    vectorizable = all(s[-1] in (0, 1) for s in kernel.strides) and lanes > 1
-    inner = kernel.shape[-1]
+    vectorizable = lanes > 1 and all(s[-1] in (0, 1) for s in kernel.strides) and all(
+        o.strides[-1] == 1 or (o.combine and o.strides[-1] == 0) for o in kernel.outputs)
+    lanes = lanes if vectorizable else 1
+    emit = _Emitter(b, module, kernel, in_ptrs, out_ptrs, lanes)
     if len(kernel.shape) == 1:
-        bases = [ir.Constant(I64, 0)] * len(in_ptrs)
-        _emit_inner(b, module, kernel, in_ptrs, out_ptrs, bases, ir.Constant(I64, 0),
-                    start, stop, lanes if vectorizable else 1, sb1)
+        zero = ir.Constant(I64, 0)
+        emit.inner([zero] * n_in, [zero] * n_out, start, stop)
     else:
-        def outer_body(o):
-            bases = _outer_offsets(b, kernel, o)
-            out_base = b.mul(o, ir.Constant(I64, inner))
-            _emit_inner(b, module, kernel, in_ptrs, out_ptrs, bases, out_base,
-                        ir.Constant(I64, 0), ir.Constant(I64, inner),
-                        lanes if vectorizable else 1, sb1)
-        _for_loop(b, start, stop, 1, outer_body)
-    _store_sums(b, sums, out_ptrs)
+        inner = ir.Constant(I64, kernel.shape[-1])
+        _for_loop(b, start, stop, 1, lambda o: emit.inner(
+            *_outer_offsets(b, kernel, o), ir.Constant(I64, 0), inner))
     b.ret_void()
     return fn
 
 
-F64 = ir.DoubleType()
+class _Emitter:
+    """Emits one kernel's inner loop (vector part, scalar tail) and its reductions."""
+
+    def __init__(self, b, module, kernel, in_ptrs, out_ptrs, lanes):
+        self.b, self.kernel = b, kernel
+        self.in_ptrs, self.out_ptrs = in_ptrs, out_ptrs
+        self.sb1 = ScalarBuilder(b, module, kernel.dtype, 1)
+        self.sbv = ScalarBuilder(b, module, kernel.dtype, lanes) if lanes > 1 else None
+        self.lanes = lanes
+        # reduced outputs with inner stride 0 accumulate in registers: (vector, scalar)
+        # stack slots, made once in the entry block
+        self.acc = {}
+        for k, o in enumerate(kernel.outputs):
+            if o.combine and o.strides[-1] == 0:
+                elem = F64 if o.combine == "sum" else self.sb1.elem
+                self.acc[k] = (b.alloca(ir.VectorType(elem, lanes)) if lanes > 1 else None,
+                               b.alloca(elem))
+
+    def inner(self, in_bases, out_bases, lo, hi):
+        """The inner loop over [lo, hi) at the given base offsets."""
+        b = self.b
+        for k, (vec, scalar) in self.acc.items():
+            combine = self.kernel.outputs[k].combine
+            if vec is not None:
+                ident = ir.Constant(vec.allocated_type.element, IDENTITY[combine])
+                b.store(ir.Constant(vec.allocated_type, [ident] * self.lanes), vec)
+            b.store(ir.Constant(scalar.allocated_type, IDENTITY[combine]), scalar)
+        if self.lanes > 1:
+            limit = b.sub(hi, ir.Constant(I64, self.lanes - 1))
+            lo = _for_loop(b, lo, limit, self.lanes, lambda i: self.elements(
+                self.sbv, in_bases, out_bases, i))
+        _for_loop(b, lo, hi, 1, lambda i: self.elements(self.sb1, in_bases, out_bases, i))
+        for k, (vec, scalar) in self.acc.items():  # lanes added up, into memory once
+            combine = self.kernel.outputs[k].combine
+            total = b.load(scalar, typ=scalar.allocated_type)
+            if vec is not None:
+                v = b.load(vec, typ=vec.allocated_type)
+                for lane in range(self.lanes):
+                    total = _combine(b, combine, total, b.extract_element(
+                        v, ir.Constant(I32, lane)))
+            address = b.gep(self.out_ptrs[k], [out_bases[k]], source_etype=self.sb1.elem)
+            old = b.load(address, typ=self.sb1.elem)
+            if combine == "sum" and self.sb1.elem != F64:
+                total = b.fptrunc(b.fadd(b.fpext(old, F64), total), self.sb1.elem)
+            else:
+                total = _combine(b, combine, old, total)
+            b.store(total, address)
+
+    def elements(self, sb, in_bases, out_bases, i):
+        """Load the inputs at inner index i, run the steps, write the outputs."""
+        b, kernel = self.b, self.kernel
+        loaded = {}
+
+        def operand(arg):
+            if isinstance(arg, tuple) and arg[0] == "in":
+                k = arg[1]
+                if k not in loaded:
+                    loaded[k] = _load(b, sb, self.in_ptrs[k], in_bases[k],
+                                      kernel.strides[k][-1], i)
+                return loaded[k]
+            if isinstance(arg, tuple) and arg[0] == "tmp":
+                return values[arg[1]]
+            return arg
+
+        values = []
+        for step in kernel.steps:
+            args = rules.join_args(step.op, {p: operand(a) for p, a in enumerate(step.args)
+                                             if isinstance(a, tuple)}, step.params)
+            values.append(step.op.lower(sb, *args))
+        for k, out in enumerate(kernel.outputs):
+            value = operand(out.ref)
+            if k in self.acc:  # into this width's register accumulator
+                slot = self.acc[k][0 if sb.lanes > 1 else 1]
+                if out.combine == "sum" and sb.elem != F64:
+                    value = b.fpext(value, slot.allocated_type)
+                b.store(_combine(b, out.combine, b.load(slot, typ=slot.allocated_type),
+                                 value), slot)
+                continue
+            stride = out.strides[-1]
+            offset = b.add(out_bases[k], b.mul(i, ir.Constant(I64, stride))
+                           if stride != 1 else i)
+            address = b.gep(self.out_ptrs[k], [offset], source_etype=sb.elem)
+            if out.combine:
+                value = _combine(b, out.combine, b.load(address, typ=sb.type,
+                                                        align=sb.itemsize), value)
+            b.store(value, address, align=sb.itemsize)
 
 
-def _accumulators(b, kernel, lanes):
-    """{output position: (vector accumulator, scalar accumulator)} in float64 (stack
-    slots that LLVM keeps in registers), for the outputs the kernel sums."""
-    sums = {}
-    vec = ir.VectorType(F64, lanes)
-    for k in sorted(kernel.reduced):
-        v, s = b.alloca(vec), b.alloca(F64)
-        b.store(ir.Constant(vec, [ir.Constant(F64, 0.0)] * lanes), v)
-        b.store(ir.Constant(F64, 0.0), s)
-        sums[k] = (v, s)
-    kernel._sums = sums
-    return sums
-
-
-def _store_sums(b, sums, out_ptrs):
-    """Each sum's lanes added up and written (float64) to its output's element 0."""
-    for k, (v, s) in sums.items():
-        vec = b.load(v, typ=v.allocated_type)
-        total = b.load(s, typ=F64)
-        for i in range(vec.type.count):
-            total = b.fadd(total, b.extract_element(vec, ir.Constant(ir.IntType(32), i)))
-        b.store(total, out_ptrs[k], align=8)
+def _combine(b, combine, x, y):
+    """x + y, max(x, y) or min(x, y); max and min propagate NaN, as numpy's do."""
+    if combine == "sum":
+        return b.fadd(x, y)
+    keep_x = b.fcmp_unordered(">=" if combine == "max" else "<=", x, y)  # x NaN: keep x
+    pick = b.select(keep_x, x, y)
+    return b.select(b.fcmp_unordered("uno", y, y), y, pick)  # y NaN: y
 
 
 def _outer_offsets(b, kernel, o):
-    """Each input's element offset at outer index o (o decomposed over the outer dims)."""
-    outer_dims = kernel.shape[:-1]
+    """Each input's and output's element offset at outer index o (o decomposed over the
+    outer dims)."""
     idx, rest = [], o
-    for n in reversed(outer_dims):
+    for n in reversed(kernel.shape[:-1]):
         idx.append(b.urem(rest, ir.Constant(I64, n)))
         rest = b.udiv(rest, ir.Constant(I64, n))
     idx.reverse()
-    offsets = []
-    for strides in kernel.strides:
+
+    def offset(strides):
         off = ir.Constant(I64, 0)
         for i, s in zip(idx, strides[:-1]):
             if s:
                 off = b.add(off, b.mul(i, ir.Constant(I64, s)))
-        offsets.append(off)
-    return offsets
-
-
-def _emit_inner(b, module, kernel, in_ptrs, out_ptrs, bases, out_base, lo, hi, lanes, sb1):
-    """The inner loop: [lo, hi) in vectors of `lanes`, then the scalar tail."""
-    if lanes > 1:
-        sbv = ScalarBuilder(b, module, kernel.dtype, lanes)
-        limit = b.sub(hi, ir.Constant(I64, lanes - 1))
-        lo = _for_loop(b, lo, limit, lanes,
-                       lambda i: _emit_elements(b, kernel, sbv, in_ptrs, out_ptrs, bases,
-                                                out_base, i))
-    _for_loop(b, lo, hi, 1, lambda i: _emit_elements(b, kernel, sb1, in_ptrs, out_ptrs,
-                                                     bases, out_base, i))
-
-
-def _emit_elements(b, kernel, sb, in_ptrs, out_ptrs, bases, out_base, i):
-    """Load the inputs at inner index i, run the steps, store the outputs."""
-    loaded = {}
-
-    def operand(arg):
-        if isinstance(arg, tuple) and arg[0] == "in":
-            k = arg[1]
-            if k not in loaded:
-                loaded[k] = _load(b, sb, in_ptrs[k], bases[k], kernel.strides[k][-1], i)
-            return loaded[k]
-        if isinstance(arg, tuple) and arg[0] == "tmp":
-            return values[arg[1]]
-        return arg
-
-    values = []
-    for step in kernel.steps:
-        args = rules.join_args(step.op, {p: operand(a) for p, a in enumerate(step.args)
-                                         if isinstance(a, tuple)}, step.params)
-        values.append(step.op.lower(sb, *args))
-    for k, (ptr, j) in enumerate(zip(out_ptrs, kernel.outputs)):
-        if k in kernel.reduced:  # add into the float64 accumulator of this width
-            value = values[j] if sb.elem == F64 else b.fpext(
-                values[j], F64 if sb.lanes == 1 else ir.VectorType(F64, sb.lanes))
-            slot = kernel._sums[k][0 if sb.lanes > 1 else 1]
-            b.store(b.fadd(b.load(slot, typ=slot.allocated_type), value), slot)
-            continue
-        address = b.gep(ptr, [b.add(out_base, i)], source_etype=sb.elem)
-        b.store(values[j], address, align=kernel.dtype.itemsize)
+        return off
+    return ([offset(s) for s in kernel.strides],
+            [offset(o.strides) for o in kernel.outputs])
 
 
 def _load(b, sb, ptr, base, stride, i):
     if stride == 0:  # broadcast along the inner dim: one element for every lane
         scalar = b.load(b.gep(ptr, [base], source_etype=sb.elem), typ=sb.elem)
-        if sb.lanes == 1:
-            return scalar
-        vec = b.insert_element(ir.Constant(sb.type, ir.Undefined), scalar,
-                               ir.Constant(ir.IntType(32), 0))
-        return b.shuffle_vector(vec, ir.Constant(sb.type, ir.Undefined),
-                                ir.Constant(ir.VectorType(ir.IntType(32), sb.lanes),
-                                            [0] * sb.lanes))
+        return scalar if sb.lanes == 1 else splat(b, scalar, sb.lanes)
     offset = b.add(base, b.mul(i, ir.Constant(I64, stride)) if stride != 1 else i)
     address = b.gep(ptr, [offset], source_etype=sb.elem)
     return b.load(address, typ=sb.type, align=sb.itemsize)
+
+
+def splat(b, scalar, lanes):
+    vec_type = ir.VectorType(scalar.type, lanes)
+    vec = b.insert_element(ir.Constant(vec_type, ir.Undefined), scalar, ir.Constant(I32, 0))
+    return b.shuffle_vector(vec, ir.Constant(vec_type, ir.Undefined),
+                            ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
 
 
 def _for_loop(b, lo, hi, step, body):
@@ -224,3 +273,6 @@ def _for_loop(b, lo, hi, step, body):
     b.branch(cond)
     b.position_at_end(done)
     return i
+
+
+for_loop = _for_loop

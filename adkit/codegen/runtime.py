@@ -173,3 +173,15 @@ def _from_object(text, data):
     native = NativeModule(text, engine, None)
     native._asm = "(loaded from the on-disk cache: no assembly listing)"
     return native
+
+
+@functools.lru_cache(maxsize=None)
+def list_items_offset():
+    """Where a Python list object keeps the pointer to its items (PyListObject's
+    ob_item): checked on a real list, so compiled code never guesses."""
+    items = [object()]
+    for offset in (24, 32, 16):
+        address = ctypes.c_void_p.from_address(id(items) + offset).value
+        if address and ctypes.c_void_p.from_address(address).value == id(items[0]):
+            return offset
+    raise RuntimeError("adkit could not find the items pointer in Python's list object")

@@ -1,19 +1,22 @@
-"""fuse: group chains of elementwise ops into FusedKernel nodes (still a Graph).
+"""fuse: group chains of elementwise ops and the reductions of their results into
+FusedKernel nodes (still a Graph).
 
 Owns: `FusedKernel` (a Function whose params hold the fused sub-graph: evaluating it
-runs the sub-graph with numpy; the jit lowers it to one native loop) and `fuse`.
-Does not: generate code. A node is fusible when its op has a `lower` hook, its output
-is float32/float64 with the same shape and dtype as the rest of its group, and its
-tensor arguments have that dtype. Groups never create a cycle in the graph.
+runs the sub-graph with numpy; the jit lowers it to one native loop nest), `fuse` and
+`reduction_dims`. Does not: generate code. A node is fusible when its op has a `lower`
+hook, its output is float32/float64 with the same shape and dtype as the rest of its
+group, and its tensor arguments have that dtype. A sum, mean, sum_to_size, amax or
+amin over any dims joins the group of what it reduces. Groups never create a cycle.
 
-    before:  c = mul a b;  d = exp c;  e = sum d
-    after:   d = fused_kernel[graph=<mul, exp>] a b;  e = sum d
+    before:  c = mul a b;  d = exp c;  e = sum[dim=1] d
+    after:   e = fused_kernel[graph=<mul, exp, sum[dim=1]>] a b     (d is never stored)
 """
 import networkx as nx
 import numpy as np
 
 from ...autograd.function import Function
-from ...ops.reduction import Sum
+from ...ops import reduction
+from ...ops.reduction import Amax, Amin, Mean, Sum, SumToSize
 from ...ops.shape import Expand
 from ...tensor import _make
 from .. import evaluate
@@ -21,6 +24,7 @@ from ..graph import Graph
 
 
 _NATIVE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # what kernels compute in
+REDUCTIONS = {Sum: "sum", Mean: "sum", SumToSize: "sum", Amax: "max", Amin: "min"}
 
 
 class FusedKernel(Function):
@@ -69,48 +73,59 @@ def fuse(graph):
     return g
 
 
-def _total_sum_of_member(graph, n, group_of):
-    """The group a whole-tensor sum joins: `n` sums (dim=None, no keepdim, no dtype)
-    a group member of the same dtype that nothing else reads; the kernel then adds up
-    the values as it makes them, never storing the tensor."""
+def reduction_dims(graph, n):
+    """The dims fused reduction node n combines over (of its input's shape), or None
+    when n is not one: sum, mean, sum_to_size, amax or amin of a float tensor into the
+    same dtype. A kernel combines such a node's values as it makes them."""
     data = graph.nx.nodes[n]
-    if data["kind"] != "op" or data["op"] is not Sum:
+    if data["kind"] != "op" or data["op"] not in REDUCTIONS:
         return None
     params = data["params"]
-    if params.get("dim") is not None or params.get("keepdim") or \
-            params.get("dtype") is not None:
+    if params.get("dtype") is not None or data["dtype"].np not in _NATIVE_FLOATS:
         return None
-    (_, u, _), = graph.args_of(n)
-    gid = group_of.get(u)
-    if gid is None or graph.nx.out_degree(u) != 1 or \
-            graph.nx.nodes[u]["dtype"] != data["dtype"]:
+    args = graph.args_of(n)
+    if len(args) != 1 or graph.specs_of(args[0][1])[args[0][2]].dtype != data["dtype"]:
         return None
-    return gid
+    shape = tuple(graph.specs_of(args[0][1])[args[0][2]].shape)
+    if data["op"] is SumToSize:
+        return SumToSize.summed_dims(shape, tuple(params["shape"]))
+    return reduction._dims(params.get("dim"), len(shape))
 
 
 def _groups(graph):
     """Fusible nodes grouped greedily in topological order, merging a node into a
-    producer's group when shapes and dtypes match and no cycle results; whole-tensor
-    sums of a member join its group as reductions."""
+    producer's group when shapes and dtypes match and no cycle results. A reduction
+    joins the group of the member it reduces (else it makes a group of its own); it
+    is a group's end: no member of its group may read it."""
     group_of, groups = {}, []
     for n in graph.topo_order():
-        gid = _total_sum_of_member(graph, n, group_of)
-        if gid is not None:
+        data = graph.nx.nodes[n]
+        if reduction_dims(graph, n) is not None:
+            (_, u, out), = graph.args_of(n)
+            key = (tuple(graph.specs_of(u)[out].shape), data["dtype"])
+            gid = group_of.get(u)
+            if gid is None or u in groups[gid]["ends"] or groups[gid]["key"] != key or \
+                    not _acyclic_with(graph, groups[gid]["nodes"] + [n]):
+                groups.append({"key": key, "nodes": [], "ends": set()})
+                gid = len(groups) - 1
             groups[gid]["nodes"].append(n)
+            groups[gid]["ends"].add(n)
             group_of[n] = gid
             continue
         if not _fusible(graph, n):
             continue
-        data = graph.nx.nodes[n]
+        key = (data["shape"], data["dtype"])
+        args = [u for _, u, _ in graph.args_of(n)]
         target = None
-        for _, u, _ in graph.args_of(n):
+        for u in args:
             gid = group_of.get(u)
-            if gid is not None and groups[gid]["key"] == (data["shape"], data["dtype"]) \
-                    and _acyclic_with(graph, groups[gid]["nodes"] + [n]):
+            if gid is not None and groups[gid]["key"] == key and \
+                    not any(v in groups[gid]["ends"] for v in args) and \
+                    _acyclic_with(graph, groups[gid]["nodes"] + [n]):
                 target = gid
                 break
         if target is None:
-            groups.append({"key": (data["shape"], data["dtype"]), "nodes": []})
+            groups.append({"key": key, "nodes": [], "ends": set()})
             target = len(groups) - 1
         groups[target]["nodes"].append(n)
         group_of[n] = target

@@ -1,0 +1,288 @@
+"""Native programs: one LLVM entry function per run of natively lowered nodes.
+
+Owns: `Layout` (where a value lives: a buffer, an element offset, element strides),
+`KernelCall` (a fused kernel, threads and all), `MatmulCall` (BLAS gemm from numpy's
+OpenBLAS) and `emit_segment` (the entry function). Does not: decide what runs natively
+(jit.py) or build kernel loops (kernels.py).
+
+Entry ABI: void segment(PyListObject *arrays): the numpy arrays of every buffer, in a
+Python list the caller fills; the entry reads each array's data pointer (at numpy's
+`array_data_offset`, checked at start-up) and then runs its calls in order. Views cost
+nothing: a view is a Layout of its base's buffer. Large kernels split their outer loop
+over native threads (pthread_create / pthread_join; a thread that cannot be made runs
+its share on the caller's thread).
+"""
+from collections import namedtuple
+
+import numpy as np
+from llvmlite import ir
+
+from . import kernels, runtime
+from .kernels import F64, I32, I64, PTR, for_loop
+
+Layout = namedtuple("Layout", ("buffer", "offset", "shape", "strides", "dtype"))
+
+
+def contiguous_strides(shape):
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return tuple(strides[::-1])
+
+
+def broadcast_strides(layout, shape):
+    """Element strides for reading `layout` at the indices of `shape` (broadcasting)."""
+    lead = len(shape) - len(layout.shape)
+    return (0,) * lead + tuple(0 if n == 1 and m != 1 else s for n, m, s in zip(
+        layout.shape, shape[lead:], layout.strides))
+
+
+def _elem(dtype):
+    return F64 if np.dtype(dtype).itemsize == 8 else ir.FloatType()
+
+
+class KernelCall:
+    """A kernel run on `inputs` (Layouts) into `outputs` (whole, contiguous buffers'
+    Layouts), on `workers` threads; `scales` multiply a mean's sums afterwards."""
+
+    def __init__(self, kernel, inputs, outputs, workers, scales=None):
+        self.kernel, self.inputs, self.outputs = kernel, inputs, outputs
+        self.layouts = list(inputs) + list(outputs)
+        self.workers = workers if kernel.splittable else 1
+        self.scales = scales or {}
+        # each worker's [start, stop) of the outer loop
+        self.bounds = np.linspace(0, kernel.outer_size, self.workers + 1).astype(
+            np.int64).tolist()
+
+    def emit(self, b, module, data, fn):
+        kernel = self.kernel
+        elem = _elem(kernel.dtype)
+        ins = [_pointer(b, data, layout) for layout in self.inputs]
+        outs = [_pointer(b, data, layout) for layout in self.outputs]
+        for k, o in enumerate(kernel.outputs):  # reductions start from their identity
+            if o.combine:
+                _fill(b, outs[k], elem, int(np.prod(self.outputs[k].shape)),
+                      kernels.IDENTITY[o.combine])
+        if self.workers == 1:
+            b.call(fn, [ir.Constant(I64, self.bounds[0]), ir.Constant(I64, self.bounds[1]),
+                        *ins, *outs])
+        else:
+            self._emit_threads(b, module, fn, ins, outs, elem)
+        for k, scale in self.scales.items():
+            n = int(np.prod(self.outputs[k].shape))
+            for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, n), 1, lambda i, k=k: b.store(
+                b.fmul(b.load(b.gep(outs[k], [i], source_etype=elem), typ=elem),
+                       ir.Constant(elem, scale)), b.gep(outs[k], [i], source_etype=elem)))
+
+    def _emit_threads(self, b, module, fn, ins, outs, elem):
+        kernel, workers = self.kernel, self.workers
+        whole = [k for k in range(len(outs)) if kernel.whole(k)]
+        partials = {}
+        for k in whole:  # a private partial result per worker, combined after the join
+            partials[k] = _stack(b, elem, workers)
+            for w in range(workers):
+                b.store(ir.Constant(elem, kernels.IDENTITY[kernel.outputs[k].combine]),
+                        _at(b, partials[k], w, elem))
+
+        def worker_outs(w):
+            return [_at(b, partials[k], w, elem) if k in partials else o
+                    for k, o in enumerate(outs)]
+        trampoline = _trampoline(module, fn, len(ins) + len(outs))
+        args_type = trampoline.args_type
+        started = []
+        for w in range(1, workers):
+            args = _stack(b, I64, len(args_type))
+            fields = [ir.Constant(I64, self.bounds[w]), ir.Constant(I64, self.bounds[w + 1]),
+                      *[b.ptrtoint(p, I64) for p in ins + worker_outs(w)]]
+            for i, value in enumerate(fields):
+                b.store(value, _at(b, args, i, I64))
+            thread = _stack(b, I64, 1)
+            rc = b.call(_declare(module, "pthread_create", I32, [PTR, PTR, PTR, PTR]),
+                        [thread, ir.Constant(PTR, None), trampoline, args])
+            failed = b.icmp_signed("!=", rc, ir.Constant(I32, 0))
+            with b.if_then(failed):  # no thread: this worker's share runs here
+                b.call(trampoline, [args])
+            started.append((thread, failed))
+        b.call(fn, [ir.Constant(I64, self.bounds[0]), ir.Constant(I64, self.bounds[1]),
+                    *ins, *worker_outs(0)])
+        for thread, failed in started:
+            with b.if_then(b.not_(failed)):
+                b.call(_declare(module, "pthread_join", I32, [I64, PTR]),
+                       [b.load(thread, typ=I64), ir.Constant(PTR, None)])
+        for k, slots in partials.items():
+            combine = kernel.outputs[k].combine
+            total = b.load(outs[k], typ=elem)
+            for w in range(workers):
+                part = b.load(_at(b, slots, w, elem), typ=elem)
+                total = kernels._combine(b, combine, total, part)
+            b.store(total, outs[k])
+
+
+class MatmulCall:
+    """C = A @ B (numpy's matmul rules, batch dims broadcast) through cblas ?gemm: one
+    call per batch element, operands read in place when one of their last two dims has
+    unit stride (a transpose is BLAS's trans flag)."""
+
+    ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
+
+    def __init__(self, a, b, out):
+        self.a, self.b, self.out = a, b, out
+        self.layouts = [a, b, out]
+        self.dtype = np.dtype(out.dtype)
+
+    @classmethod
+    def plan(cls, a, b, out):
+        """A MatmulCall, or None when BLAS cannot read an operand in place or a size
+        is 0 (numpy runs those)."""
+        call = cls(a, b, out)
+        a2, b2 = call._matrix(a, 0), call._matrix(b, 1)
+        if a2 is None or b2 is None or 0 in out.shape or a2[0][1] == 0:
+            return None
+        if _blas_form(*a2[:2]) is None or _blas_form(*b2[:2]) is None:
+            return None
+        return call
+
+    def _matrix(self, layout, which):
+        """((rows, cols), (row stride, col stride), batch shape, batch strides)."""
+        shape, strides = layout.shape, layout.strides
+        if len(shape) == 1:  # a vector: a row on the left, a column on the right
+            return ((1, shape[0]), (0, strides[0]), (), ()) if which == 0 else \
+                ((shape[0], 1), (strides[0], 0), (), ())
+        return tuple(shape[-2:]), tuple(strides[-2:]), tuple(shape[:-2]), \
+            tuple(strides[:-2])
+
+    def emit(self, b, module, data, fn=None):
+        (m, k), a_st, a_batch, a_bst = self._matrix(self.a, 0)
+        (_, n), b_st, b_batch, b_bst = self._matrix(self.b, 1)
+        batch = np.broadcast_shapes(a_batch, b_batch)
+        a_bst = _batch_strides(a_batch, a_bst, batch)
+        b_bst = _batch_strides(b_batch, b_bst, batch)
+        c_bst = contiguous_strides(batch + (m, n))[:len(batch)] if batch else ()
+        ta, lda = _blas_form((m, k), a_st)
+        tb, ldb = _blas_form((k, n), b_st)
+        elem = _elem(self.dtype)
+        name = "scipy_cblas_dgemm64_" if self.dtype.itemsize == 8 else "scipy_cblas_sgemm64_"
+        gemm = _declare(module, name, ir.VoidType(),
+                        [I32, I32, I32, I64, I64, I64, elem, PTR, I64, PTR, I64, elem,
+                         PTR, I64])
+        a_ptr, b_ptr, c_ptr = (_pointer(b, data, x) for x in (self.a, self.b, self.out))
+
+        def one(index):
+            offsets = _batch_offsets(b, index, batch, (a_bst, b_bst, c_bst))
+            b.call(gemm, [ir.Constant(I32, self.ROW_MAJOR), ir.Constant(I32, ta),
+                          ir.Constant(I32, tb), ir.Constant(I64, m), ir.Constant(I64, n),
+                          ir.Constant(I64, k), ir.Constant(elem, 1.0),
+                          b.gep(a_ptr, [offsets[0]], source_etype=elem), ir.Constant(I64, lda),
+                          b.gep(b_ptr, [offsets[1]], source_etype=elem), ir.Constant(I64, ldb),
+                          ir.Constant(elem, 0.0),
+                          b.gep(c_ptr, [offsets[2]], source_etype=elem),
+                          ir.Constant(I64, max(1, n))])
+        count = int(np.prod(batch, dtype=np.int64))
+        if count == 1:
+            one(ir.Constant(I64, 0))
+        else:
+            for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, count), 1, one)
+
+
+def _blas_form(shape, strides):
+    """(trans flag, leading dimension) for a matrix BLAS reads in place, or None."""
+    rows, cols = shape
+    rs, cs = strides
+    if (cols <= 1 or cs == 1) and (rows <= 1 or rs >= max(1, cols)):
+        return MatmulCall.NO_TRANS, rs if rows > 1 else max(1, cols)
+    if (rows <= 1 or rs == 1) and (cols <= 1 or cs >= max(1, rows)):
+        return MatmulCall.TRANS, cs if cols > 1 else max(1, rows)
+    return None
+
+
+def _batch_strides(shape, strides, batch):
+    lead = len(batch) - len(shape)
+    return (0,) * lead + tuple(0 if n == 1 else s for n, s in zip(shape, strides))
+
+
+def _batch_offsets(b, index, batch, all_strides):
+    """Element offsets at flat batch index `index` for each operand's batch strides."""
+    idx, rest = [], index
+    for n in reversed(batch):
+        idx.append(b.urem(rest, ir.Constant(I64, n)))
+        rest = b.udiv(rest, ir.Constant(I64, n))
+    idx.reverse()
+    offsets = []
+    for strides in all_strides:
+        off = ir.Constant(I64, 0)
+        for i, s in zip(idx, strides):
+            if s:
+                off = b.add(off, b.mul(i, ir.Constant(I64, s)))
+        offsets.append(off)
+    return offsets
+
+
+def emit_segment(module, name, calls, kernel_fns):
+    """The entry function `name(list_of_arrays)` running `calls` in order."""
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name=name)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    items = b.load(b.gep(fn.args[0], [ir.Constant(I64, runtime.list_items_offset())],
+                         source_etype=ir.IntType(8)), typ=PTR)
+    data = _data_pointers(b, items, {x.buffer for call in calls for x in call.layouts})
+    for call in calls:
+        call.emit(b, module, data, kernel_fns.get(id(call)))
+    b.ret_void()
+    return fn
+
+
+def _data_pointers(b, items, buffers):
+    """{buffer: its array's data pointer}, loaded once at the top of the entry."""
+    offset = ir.Constant(I64, runtime.array_data_offset())
+    data = {}
+    for buffer in sorted(buffers):
+        obj = b.load(b.gep(items, [ir.Constant(I64, buffer)], source_etype=PTR), typ=PTR)
+        data[buffer] = b.load(b.gep(obj, [offset], source_etype=ir.IntType(8)), typ=PTR)
+    return data
+
+
+def _stack(b, elem, count):
+    """Stack room for `count` values of type `elem`."""
+    return b.alloca(elem, size=count)
+
+
+def _at(b, ptr, i, elem):
+    """Pointer to element i of an array of `elem` at ptr."""
+    return b.gep(ptr, [ir.Constant(I64, i)], source_etype=elem)
+
+
+def _pointer(b, data, layout):
+    base = data[layout.buffer]
+    if not layout.offset:
+        return base
+    return b.gep(base, [ir.Constant(I64, layout.offset)], source_etype=_elem(layout.dtype))
+
+
+def _fill(b, ptr, elem, n, value):
+    for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, n), 1, lambda i: b.store(
+        ir.Constant(elem, value), b.gep(ptr, [i], source_etype=elem)))
+
+
+def _declare(module, name, ret, args):
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
+    return ir.Function(module, ir.FunctionType(ret, args), name=name)
+
+
+def _trampoline(module, kernel_fn, n_ptrs):
+    """void *kernel_worker(args): a pthread start routine unpacking i64[start, stop,
+    pointers...] and calling the kernel."""
+    name = kernel_fn.name + "_worker"
+    args_type = [I64] * (2 + n_ptrs)
+    existing = module.globals.get(name)
+    if existing is not None:
+        existing.args_type = args_type
+        return existing
+    fn = ir.Function(module, ir.FunctionType(PTR, [PTR]), name=name)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    fields = [b.load(_at(b, fn.args[0], i, I64), typ=I64) for i in range(2 + n_ptrs)]
+    b.call(kernel_fn, fields[:2] + [b.inttoptr(f, PTR) for f in fields[2:]])
+    b.ret(ir.Constant(PTR, None))
+    fn.args_type = args_type
+    return fn

@@ -26,13 +26,15 @@ from ..ir.passes.fuse import REDUCTIONS, reduction_dims
 from ..ir.trace import trace
 from ..ops.linalg import _MatrixProduct
 from ..ops.reduction import Mean
-from ..ops.shape import View
+from ..ops.indexing import AdvancedIndex, IndexScatter
+from ..ops.join import Cat
+from ..ops.shape import Flip, Reshape, View
 from ..tensor import Tensor, _make
 from . import kernels, program, runtime
 
 _PARALLEL_MIN = 1 << 16  # elements below which one thread is faster
 _interpreters = _dispatch._STACK.get
-OPTIMIZE = passes.pipeline([passes.fold_constants, passes.simplify, passes.cse, passes.dce,
+OPTIMIZE = passes.pipeline([passes.decompose, passes.fold_constants, passes.simplify, passes.cse, passes.dce,
                             passes.fuse, passes.dce])
 
 
@@ -350,7 +352,63 @@ class _Planner:
                 for i, layout in enumerate(views):
                     self.layouts[(n, i)] = layout
                 return "view"
+        if op in _MOVES and len(data["specs"]) == 1 and _native_dtype(data["specs"][0]):
+            call = self._copy_call(n, returned)
+            if call is not None:
+                self.calls[n] = call
+                return "copy"
         return "numpy"
+
+    def _copy_call(self, n, returned):
+        """A CopyCall for an op that only moves elements (cat, x[index], the
+        scatter of index's gradient, a reshape that must copy), with its index tables:
+        found by running the op's numpy forward on arrays of element numbers (0 marks
+        an element no source gives); a scatter-add's table comes from its key."""
+        graph = self.graph
+        data = graph.nx.nodes[n]
+        op, params, spec = data["op"], data["params"], data["specs"][0]
+        args = graph.args_of(n)
+        layouts = [self._layout((u, out)) for _, u, out in args]
+        if any(x is None or x.dtype != spec.dtype.np or 0 in x.shape for x in layouts) \
+                or 0 in spec.shape:
+            return None
+        size = int(np.prod(spec.shape))
+        if op is IndexScatter and not params["basic"]:  # np.add.at: repeats accumulate
+            (layout,) = layouts
+            dst = np.arange(size, dtype=np.int64).reshape(spec.shape)[params["key"]]
+            if dst.shape != layout.shape:
+                return None
+            tables = [(0, np.arange(dst.size, dtype=np.int64), dst.reshape(-1))]
+            fill, accumulate = True, True
+        else:
+            probes, start = {}, 1
+            for (pos, _, _), layout in zip(args, layouts):
+                count = int(np.prod(layout.shape))
+                probes[pos] = np.arange(start, start + count, dtype=np.float64).reshape(
+                    layout.shape)
+                start += count
+            try:
+                result = np.asarray(op.forward(*rules.join_args(op, probes, params)))
+            except Exception:
+                return None
+            if result.shape != tuple(spec.shape) or result.dtype != np.float64:
+                return None
+            ids = result.reshape(-1).astype(np.int64)
+            tables, start = [], 1
+            for k, layout in enumerate(layouts):
+                count = int(np.prod(layout.shape))
+                dst = np.flatnonzero((ids >= start) & (ids < start + count))
+                tables.append((k, ids[dst] - start, dst))
+                start += count
+            fill, accumulate = bool((ids == 0).any()), False
+        out = self._result(n, 0, returned)
+        sources = []
+        for k, logical, dst in tables:
+            offsets = program.element_offsets(layouts[k])[logical]
+            sources.append((layouts[k].buffer, self._buffer(np.ascontiguousarray(offsets)),
+                            self._buffer(np.ascontiguousarray(dst, dtype=np.int64)),
+                            len(dst)))
+        return program.CopyCall(sources, out, spec.dtype.np, fill, accumulate)
 
     def _schedule(self, kind):
         """Steps in an order the dependencies allow, with as many native nodes as
@@ -366,7 +424,7 @@ class _Planner:
                     natives.append(n)
                     done.add(n)
             calls = [self.calls[n] for n in natives
-                     if kind[n] in ("kernel", "matmul")]
+                     if kind[n] in ("kernel", "matmul", "copy")]
             if calls:
                 self.steps.append(f"segment{len(self.segments)}")
                 self.segments.append(calls)
@@ -396,7 +454,7 @@ class _Planner:
 
         def visit(key):
             u = key[0]
-            if u in seen or self.kind.get(u) not in ("kernel", "matmul", "view"):
+            if u in seen or self.kind.get(u) not in ("kernel", "matmul", "copy", "view"):
                 return
             seen.add(u)
             if self.kind[u] == "view":
@@ -510,6 +568,10 @@ def _root(array):
     while isinstance(array.base, np.ndarray):
         array = array.base
     return array
+
+
+# ops that only move elements: native code copies them with index tables
+_MOVES = (Cat, AdvancedIndex, IndexScatter, Reshape, Flip)
 
 
 def _native_dtype(spec):

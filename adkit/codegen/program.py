@@ -286,3 +286,45 @@ def _trampoline(module, kernel_fn, n_ptrs):
     b.ret(ir.Constant(PTR, None))
     fn.args_type = args_type
     return fn
+
+
+class CopyCall:
+    """Element moves with index tables (cat, gathers, scatters, copying reshapes): for
+    each source, dst[dst_index[i]] = src[src_index[i]] (or += when `accumulate`), after
+    filling dst with zeros when some of its elements come from no source. The tables
+    are int64 constant buffers of element offsets, made when the plan was made."""
+
+    def __init__(self, sources, dst, dtype, fill, accumulate):
+        self.sources = sources  # [(src buffer, src table buffer, dst table buffer, n)]
+        self.dst, self.dtype = dst, np.dtype(dtype)
+        self.fill, self.accumulate = fill, accumulate
+        self.layouts = [Layout(buf, 0, (), (), None) for source in sources
+                        for buf in source[:3]] + [dst]
+
+    def emit(self, b, module, data, fn=None):
+        elem = _elem(self.dtype)
+        dst = _pointer(b, data, self.dst)
+        if self.fill:
+            _fill(b, dst, elem, int(np.prod(self.dst.shape)), 0.0)
+        for src_buf, src_table, dst_table, n in self.sources:
+            src, src_idx, dst_idx = data[src_buf], data[src_table], data[dst_table]
+
+            def move(i, src=src, src_idx=src_idx, dst_idx=dst_idx):
+                s = b.load(b.gep(src_idx, [i], source_etype=I64), typ=I64)
+                d = b.load(b.gep(dst_idx, [i], source_etype=I64), typ=I64)
+                value = b.load(b.gep(src, [s], source_etype=elem), typ=elem)
+                address = b.gep(dst, [d], source_etype=elem)
+                if self.accumulate:
+                    value = b.fadd(b.load(address, typ=elem), value)
+                b.store(value, address)
+            for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, n), 1, move)
+
+
+def element_offsets(layout):
+    """Each element's offset in its buffer, in row-major (logical) order."""
+    offsets = np.full(layout.shape, layout.offset, np.int64)
+    for d, (n, s) in enumerate(zip(layout.shape, layout.strides)):
+        shape = [1] * len(layout.shape)
+        shape[d] = n
+        offsets = offsets + (np.arange(n, dtype=np.int64) * s).reshape(shape)
+    return offsets.reshape(-1)

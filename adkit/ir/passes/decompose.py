@@ -1,0 +1,84 @@
+"""decompose: replace an op node by the primitive ops that compute it, so that fusion
+can put those primitives into kernels with their neighbours.
+
+Owns: `decompose` and `DECOMPOSITIONS` ({op class: function of adkit ops}). Each
+decomposition is traced on the node's argument specs and inlined in its place.
+Does not: fuse (fuse.py) or clean up what is left (dce).
+
+    before:  b = logsumexp[dim=1] a
+    after:   m = amax[dim=1 keepdim=True] a;  c = maximum[y=-1.8e308] m;  ...
+             b = add (log (sum[dim=1 keepdim=True] (exp (sub a m')))) m'
+"""
+import numpy as np
+
+from ...ops.binary import Maximum, Minimum
+from ...ops.reduction import Logsumexp
+from .. import rules
+from ..trace import trace
+from .autodiff import _example
+from .cleanup import redirect
+
+
+def logsumexp(x, dim, keepdim=False):
+    """m + log(sum(exp(x - m))) with m the max clamped to the finite range: a row of
+    -inf gives -inf and one with +inf gives +inf, as numpy's version (which shifts by
+    0 there) does; NaN stays NaN."""
+    big = float(np.finfo(x.dtype.np).max)
+    m = Minimum.apply(Maximum.apply(x.amax(dim, keepdim=True), -big), big)
+    out = (x - m).exp().sum(dim, keepdim=True).log() + m
+    if keepdim:
+        return out
+    dims = {d % x.ndim for d in ((dim,) if isinstance(dim, int) else dim)} if x.ndim else ()
+    return out.reshape(tuple(n for i, n in enumerate(out.shape) if i not in dims))
+
+
+DECOMPOSITIONS = {Logsumexp: logsumexp}
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def decompose(graph, table=DECOMPOSITIONS):
+    """A new graph where every node whose op is in `table` (and whose tensors are all
+    float32/float64) is replaced by its decomposition."""
+    g = graph.copy()
+    for n in graph.op_nodes:
+        data = g.nx.nodes[n]
+        fn = table.get(data["op"])
+        args = g.args_of(n)
+        specs = [g.specs_of(u)[out] for _, u, out in args] + list(data["specs"])
+        if fn is None or any(s.dtype.np not in _FLOATS for s in specs):
+            continue
+        positions = [pos for pos, _, _ in args]
+
+        def call(*tensors, op=data["op"], params=data["params"]):
+            return fn(*rules.join_args(op, dict(zip(positions, tensors)), params))
+        sub = trace(call, *[_example(g.specs_of(u)[out]) for _, u, out in args])
+        _inline(g, n, sub, [(u, out) for _, u, out in args])
+    return g
+
+
+def _inline(g, n, sub, arg_values):
+    """Put `sub`'s nodes into g in place of node n (sub's inputs are n's arguments)."""
+    mapping = {}
+    for m in sub.topo_order():
+        data = sub.nx.nodes[m]
+        if data["kind"] == "input":
+            mapping[m] = arg_values[data["index"]]
+        elif data["kind"] == "const":
+            mapping[m] = (g.add_const(data["value"]), 0)
+        elif data["kind"] == "op":
+            args = {pos: _mapped(mapping, u, out) for pos, u, out in sub.args_of(m)}
+            node = g.add_op(data["op"], args, data["params"], data["specs"],
+                            source=g.nx.nodes[n].get("source"), aliases=data.get("aliases"))
+            mapping[m] = (node, None)
+    for o in sub.outputs:
+        (_, u, out), = sub.args_of(o)
+        redirect(g, (n, sub.nx.nodes[o]["index"]), _mapped(mapping, u, out))
+    g.nx.remove_node(n)
+
+
+def _mapped(mapping, u, out):
+    node, fixed = mapping[u]
+    return (node, out) if fixed is None else (node, fixed)
+
+
+__all__ = ["decompose", "DECOMPOSITIONS"]

@@ -33,6 +33,9 @@ from ..tensor import Tensor, _make
 from . import kernels, program, runtime
 
 _PARALLEL_MIN = 1 << 16  # elements below which one thread is faster
+# results smaller than this are fresh arrays per call; larger ones are recycled (fresh
+# large arrays cost page faults, small ones come from malloc's pool)
+_RECYCLE_BYTES = 1 << 17
 _interpreters = _dispatch._STACK.get
 OPTIMIZE = passes.pipeline([passes.decompose, passes.fold_constants, passes.simplify, passes.cse, passes.dce,
                             passes.fuse, passes.dce])
@@ -152,6 +155,52 @@ class Compiled:
         self._result_specs = planner.result_specs
         self._local = threading.local()
         self._n_buffers = len(self.buffers)
+        self._output_buffers = planner.output_buffers
+        self.run_checked = self._one_call_runner() or self.run_checked
+
+    def _template(self):
+        """This thread's buffer list: constants and reusable intermediates in place."""
+        local = self._local
+        if not hasattr(local, "template"):
+            self._arrays()
+            local.busy = False
+        return local.template
+
+    def _one_call_runner(self):
+        """For a graph that is one native segment whose outputs are results it makes
+        (the common case): a runner that is just the input checks, one native call and
+        the results (call overhead matters on small inputs). Nothing but native code
+        runs during the call, so it cannot re-enter on this thread."""
+        if len(self.steps) != 1 or not isinstance(self.steps[0], _SegmentStep) or \
+                self.graph.static_outputs or None in self._output_buffers:
+            return None
+        fn = self.steps[0].fn
+        input_buffers, out_buffers = self.input_buffers, self._output_buffers
+        results = [(buf, spec) for buf, spec in self._result_specs.items()]
+        recycle = any(np.prod(shape) * np.dtype(dtype).itemsize >= _RECYCLE_BYTES
+                      for shape, dtype in self._result_specs.values())
+        tree = self.graph.out_tree
+        bare = tree is None or tree.kind == "leaf"
+        structure, template = self._structure, self._template
+
+        def run(inputs):
+            if recycle:
+                arrays = self._arrays()[0]
+                self._local.busy = False
+            else:
+                arrays = template()[:]
+                for buf, spec in results:
+                    arrays[buf] = np.empty(*spec)
+            for buf, i in input_buffers:
+                a = inputs[i]._data
+                flags = a.flags
+                arrays[buf] = a if flags.c_contiguous and flags.aligned \
+                    else np.ascontiguousarray(a)
+            fn(arrays)
+            if bare:
+                return _make(arrays[out_buffers[0]])
+            return structure([_make(arrays[buf]) for buf in out_buffers])
+        return run
 
     @property
     def llvm_ir(self):
@@ -190,6 +239,9 @@ class Compiled:
         for buf, spec in self._result_specs.items():
             if buf not in recycled or sys.getrefcount(recycled[buf]) != _ONLY_OURS:
                 recycled[buf] = np.empty(*spec)
+                if recycled[buf].nbytes < _RECYCLE_BYTES:  # malloc's own pool is as quick
+                    arrays[buf] = recycled.pop(buf)
+                    continue
             arrays[buf] = recycled[buf]
         local.busy = True
         return arrays, True
@@ -286,6 +338,8 @@ class _Planner:
         self.input_slots = [self.slots[(n, 0)] for n in graph.inputs]
         self._schedule(kind)
         self.output_slots = [self.slots[key] for key in returned]
+        self.output_buffers = [self.layouts[key].buffer if kind.get(key[0]) in (
+            "kernel", "matmul", "copy") else None for key in returned]
         self.output_fetch = self._fetch(returned)
 
     # ------------------------------------------------------------ values and buffers

@@ -1,0 +1,216 @@
+"""What the jit runs natively: reductions fused with their producers, views as strides,
+matmul through BLAS, element moves with index tables, decompositions, and whole graphs
+as one native call. Every case is checked against eager mode (numpy)."""
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import adkit as ak
+import adkit.func as F
+from adkit.ir import passes
+
+KINDS = ("_SegmentStep", "_NumpyStep")
+
+
+def rand(*shape, dtype=np.float64, seed=0):
+    return ak.tensor(np.random.default_rng(seed).uniform(-2, 2, shape).astype(dtype))
+
+
+def close(got, want, dtype=np.float64):
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=rtol,
+                               atol=rtol * 10)
+
+
+def step_kinds(jitted, *args):
+    return [type(s).__name__ for s in jitted.compile(*args).steps]
+
+
+def numpy_ops(jitted, *args):
+    return [s.op.__name__ for s in jitted.compile(*args).steps
+            if type(s).__name__ == "_NumpyStep"]
+
+
+# ----------------------------------------------------------------------------- reductions
+REDUCTIONS = [
+    ("sum", lambda x, d, k: x.sum(d, keepdim=k)),
+    ("mean", lambda x, d, k: x.mean(d, keepdim=k)),
+    ("amax", lambda x, d, k: x.amax(d, keepdim=k)),
+    ("amin", lambda x, d, k: x.amin(d, keepdim=k)),
+]
+
+
+@pytest.mark.parametrize("name,reduce", REDUCTIONS, ids=[r[0] for r in REDUCTIONS])
+@pytest.mark.parametrize("dim", [0, 1, 2, -1, (0, 2), (0, 1, 2)])
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_reductions_fuse_with_their_producers(name, reduce, dim, keepdim, dtype):
+    f = lambda x, y: reduce((x * y).exp() - x, dim, keepdim)  # noqa: E731
+    x, y = rand(3, 5, 7, dtype=dtype), rand(5, 1, dtype=dtype, seed=1)
+    jitted = ak.jit(f)
+    close(jitted(x, y), f(x, y), dtype)
+    kernel, = jitted.compile(x, y).kernels  # producers and the reduction: one loop nest
+    assert name.replace("amax", "max").replace("amin", "min").replace("mean", "sum") \
+        in repr(kernel)
+    assert step_kinds(jitted, x, y) == ["_SegmentStep"]
+
+
+def test_sum_to_size_and_a_reduction_read_elsewhere():
+    f = lambda x, y: ((x * y).sum_to_size(5, 1), (x * y).sum(0), x * y)  # noqa: E731
+    x, y = rand(4, 5, 3), rand(5, 1, seed=1)
+    got, want = ak.jit(f)(x, y), f(x, y)
+    for g, w in zip(got, want):
+        close(g, w)
+
+
+def test_max_and_min_propagate_nan_and_handle_infinities():
+    a = np.array([[1.0, np.nan, 3.0], [-np.inf, -np.inf, -np.inf], [np.inf, 0.0, 1.0]])
+    x = ak.tensor(a)
+    for f in (lambda x: x.amax(1), lambda x: x.amin(1), lambda x: x.amax(0),
+              lambda x: ak.logsumexp(x, 1), lambda x: ak.logsumexp(x, 0)):
+        with np.errstate(all="ignore"):
+            close(ak.jit(f)(x), f(x))
+
+
+@pytest.mark.parametrize("shape,dim", [((1001, 1003), 1), ((1001, 1003), 0),
+                                       ((1_000_003,), None), ((3, 700, 501), (0, 2))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_large_reductions(shape, dim, dtype):
+    f = lambda x: (x.sin() * 2).sum(dim)  # noqa: E731
+    x = rand(*shape, dtype=dtype)
+    got, want = ak.jit(f)(x), f(x)
+    np.testing.assert_allclose(got.numpy(), want.numpy(),
+                               rtol=1e-4 if dtype == np.float32 else 1e-10,
+                               atol=1e-2 if dtype == np.float32 else 1e-8)
+
+
+def test_threads_split_only_where_no_two_write_one_element():
+    x = rand(1001, 1003)
+    workers = {}
+    for dim in (0, 1, None):
+        compiled = ak.jit(lambda x: x.exp().sum(dim)).compile(x)
+        workers[dim] = max(c.workers for calls in compiled.segment_calls for c in calls)
+    cpus = os.cpu_count() or 1
+    assert workers[1] == cpus and workers[None] == cpus  # rows; whole sum: partials
+    assert workers[0] == 1  # each output column gathers from every row
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape=st.lists(st.integers(1, 6), min_size=1, max_size=4),
+       data=st.data(), keepdim=st.booleans())
+def test_reductions_match_numpy_property(shape, data, keepdim):
+    dims = data.draw(st.lists(st.integers(0, len(shape) - 1), unique=True, min_size=1))
+    dim = tuple(dims)
+    x = rand(*shape)
+    f = lambda x: (x * x + 1.0).log().sum(dim, keepdim=keepdim)  # noqa: E731
+    close(ak.jit(f)(x), f(x))
+
+
+# ----------------------------------------------------------------------------- views
+def test_views_are_strides_not_copies():
+    f = lambda x: ((x.t() * 2)[1:, ::2].unsqueeze(0) + 1).sum(1)  # noqa: E731
+    x = rand(6, 5)
+    jitted = ak.jit(f)
+    close(jitted(x), f(x))
+    assert step_kinds(jitted, x) == ["_SegmentStep"]  # transpose, slices: no steps
+
+
+def test_views_of_non_contiguous_inputs_and_outputs_that_are_views():
+    base = rand(6, 8)
+    x = base.t()[::2]  # non-contiguous input
+    f = lambda x: (x[1:].t() * 3, x.t()[0])  # noqa: E731
+    got, want = ak.jit(f)(x), f(x)
+    for g, w in zip(got, want):
+        close(g, w)
+        assert not np.shares_memory(g.numpy(), base.numpy())
+
+
+def test_split_outputs_are_views_native_code_reads():
+    f = lambda x: [a.exp() for a in x.split([2, 3], 1)]  # noqa: E731
+    x = rand(4, 5)
+    jitted = ak.jit(f)
+    for g, w in zip(jitted(x), f(x)):
+        close(g, w)
+    assert numpy_ops(jitted, x) == []
+
+
+# ----------------------------------------------------------------------------- matmul
+MATMULS = [
+    ("mm", (3, 4), (4, 5), lambda a, b: a @ b),
+    ("transposed", (4, 3), (5, 4), lambda a, b: a.t() @ b.t()),
+    ("batched", (2, 3, 4), (2, 4, 5), lambda a, b: a @ b),
+    ("broadcast-batch", (3, 4), (6, 4, 2), lambda a, b: a @ b),
+    ("broadcast-1", (2, 1, 3, 4), (5, 4, 2), lambda a, b: a @ b),
+    ("mv", (3, 4), (4,), lambda a, b: a @ b),
+    ("vm", (4,), (4, 5), lambda a, b: a @ b),
+    ("dot", (4,), (4,), lambda a, b: a @ b),
+    ("sliced", (6, 8), (8, 3), lambda a, b: a[::2, 1:5] @ b[2:6]),
+]
+
+
+@pytest.mark.parametrize("name,sa,sb,f", MATMULS, ids=[m[0] for m in MATMULS])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_matmul_calls_blas_in_place(name, sa, sb, f, dtype):
+    a, b = rand(*sa, dtype=dtype), rand(*sb, dtype=dtype, seed=1)
+    jitted = ak.jit(lambda a, b: f(a, b) * 2)
+    close(jitted(a, b), f(a, b) * 2, dtype)
+    if name != "dot":  # a 0-d result: numpy's
+        assert "matmul" not in " ".join(numpy_ops(jitted, a, b))
+        assert "cblas_" in jitted.compile(a, b).llvm_ir or \
+            jitted.compile(a, b).module.from_cache
+
+
+def test_matmul_numpy_keeps_what_blas_cannot_read():
+    a = ak.tensor(np.arange(12).reshape(3, 4))  # integers
+    b = ak.tensor(np.arange(8).reshape(4, 2))
+    np.testing.assert_array_equal(ak.jit(lambda a, b: a @ b)(a, b).numpy(),
+                                  a.numpy() @ b.numpy())
+    e = rand(3, 0)  # an empty contraction: zeros
+    close(ak.jit(lambda a, b: a @ b)(e, rand(0, 2)), np.zeros((3, 2)))
+
+
+# ----------------------------------------------------------------------------- moves
+MOVES = [
+    ("cat", lambda x: ak.cat([x.exp(), x[:, :2] * 2], 1)),
+    ("gather", lambda x: x[:, np.array([[0, 2], [4, 4]])].sin()),
+    ("copying-reshape", lambda x: x.t().reshape(20) + 1),
+    ("flip", lambda x: x.flip(0) * 3),
+    ("grad-of-gather", F.grad(lambda x: (x[:, np.array([[0, 2], [4, 4]])] ** 2).sum())),
+    ("grad-of-slice", F.grad(lambda x: (x[1:, ::2] ** 3).sum())),
+]
+
+
+@pytest.mark.parametrize("name,f", MOVES, ids=[m[0] for m in MOVES])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_element_moves_run_natively(name, f, dtype):
+    x = rand(4, 5, dtype=dtype)
+    jitted = ak.jit(f)
+    close(jitted(x), f(x), dtype)
+    assert step_kinds(jitted, x) == ["_SegmentStep"]
+
+
+# ----------------------------------------------------------------------------- decompose
+def test_decompose_inlines_logsumexp_as_primitives():
+    f = lambda x: ak.logsumexp(x * 2, 1)  # noqa: E731
+    x = rand(5, 7)
+    graph = passes.decompose(ak.trace(f, x))
+    ops = {getattr(graph.nx.nodes[n]["op"], "public_name", None) for n in graph.op_nodes}
+    assert {"amax", "exp", "sum", "log"} <= ops and "logsumexp" not in ops
+    graph.validate()
+    close(graph(x), f(x))
+
+
+def test_a_whole_gradient_is_one_native_call():
+    def f(w, x):
+        logits = x @ w
+        return (ak.logsumexp(logits, 1) - logits[:, 0]).mean()
+    w, x = rand(4, 3), rand(16, 4, seed=1)
+    jitted = ak.jit(F.grad_and_value(f))
+    (g,), v = (jitted(w, x)[0],), jitted(w, x)[1]
+    want_g, want_v = F.grad_and_value(f)(w, x)
+    close(g, want_g)
+    close(v, want_v)
+    assert step_kinds(jitted, w, x) == ["_SegmentStep"]

@@ -158,10 +158,12 @@ def compile_module(ir_module):
     module = llvm.parse_assembly(text)
     module.verify()
     optimize(module)
-    engine = llvm.create_mcjit_compiler(module, new_target_machine())
-    engine.finalize_object()
-    disk_cache.store(key, target_machine().emit_object(module))
-    return NativeModule(text, engine, module)
+    data = target_machine().emit_object(module)  # code generation, once: run and cache
+    disk_cache.store(key, data)
+    native = _from_object(text, data)
+    native._module = module
+    native._asm = None
+    return native
 
 
 def _from_object(text, data):

@@ -22,6 +22,7 @@ from .._pytree import tree_flatten, tree_unflatten
 from ..autograd.forward_ad import STATE as FORWARD_AD, tangent_level
 from ..autograd.grad_mode import is_grad_enabled
 from ..ir import evaluate, passes, printing, rules
+from ..ir.passes.cleanup import has_in_place_ops
 from ..ir.passes.fuse import REDUCTIONS, reduction_dims
 from ..ir.trace import trace
 from ..ops.linalg import _MatrixProduct
@@ -310,6 +311,9 @@ class _Planner:
         self.template_specs, self.result_specs = {}, {}
         self.input_buffers, self.publish, self.calls = [], {}, {}
         returned = [graph.args_of(n)[0][1:] for n in graph.outputs]
+        # with in-place ops, every node runs with numpy in program order: a write
+        # through a view reaches other values only by sharing numpy's memory
+        self.in_place = has_in_place_ops(graph)
         kind = {}
         for n in graph.topo_order():
             data = graph.nx.nodes[n]
@@ -320,7 +324,7 @@ class _Planner:
                 self.slots[(n, i)] = base + i
             if data["kind"] == "input":
                 spec = graph.specs_of(n)[0]
-                if _native_dtype(spec):
+                if _native_dtype(spec) and not self.in_place:
                     buf = self._buffer(None)
                     self.input_buffers.append((buf, graph.inputs.index(n)))
                     self.layouts[(n, 0)] = _contiguous(buf, spec)
@@ -332,7 +336,7 @@ class _Planner:
                     buf = self._buffer(array)
                     self.layouts[(n, 0)] = _contiguous(buf, graph.specs_of(n)[0])
             else:
-                kind[n] = self._classify(n, returned)
+                kind[n] = "numpy" if self.in_place else self._classify(n, returned)
         self.kind = kind
         self.n_slots = len(self.slots)
         self.input_slots = [self.slots[(n, 0)] for n in graph.inputs]

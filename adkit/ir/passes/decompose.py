@@ -16,7 +16,7 @@ from ...ops.reduction import Logsumexp
 from .. import rules
 from ..trace import trace
 from .autodiff import _example
-from .cleanup import redirect
+from .cleanup import has_in_place_ops, redirect
 
 
 def logsumexp(x, dim, keepdim=False):
@@ -38,8 +38,11 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 def decompose(graph, table=DECOMPOSITIONS):
     """A new graph where every node whose op is in `table` (and whose tensors are all
-    float32/float64) is replaced by its decomposition."""
+    float32/float64) is replaced by its decomposition. A graph with in-place ops is
+    left as it is (new nodes run in a new place in the order)."""
     g = graph.copy()
+    if has_in_place_ops(g):
+        return g
     for n in graph.op_nodes:
         data = g.nx.nodes[n]
         fn = table.get(data["op"])

@@ -21,6 +21,7 @@ from ...ops.shape import Expand
 from ...tensor import _make
 from .. import evaluate
 from ..graph import Graph
+from .cleanup import has_in_place_ops
 
 
 _NATIVE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # what kernels compute in
@@ -66,8 +67,12 @@ def _fusible(graph, n):
 
 def fuse(graph):
     """Replace each group of connected fusible nodes (one shape, one dtype) by a
-    FusedKernel node. Returns a new graph; the input is unchanged."""
+    FusedKernel node. Returns a new graph; the input is unchanged. A graph with
+    in-place ops is left as it is: a kernel runs where its last member was, which may
+    be after an in-place write its first members must not see."""
     g = graph.copy()
+    if has_in_place_ops(g):
+        return g
     for members in _groups(graph):  # a lone op too: it still becomes one native loop
         _replace_group(g, members)
     return g

@@ -238,3 +238,36 @@ def test_in_place_writes_keep_program_order(layout):
     close(x_jit, x_eager)  # the caller's tensor is written as in eager mode
     graph = ak.jit(_writes_in_place).lower(make())
     assert "fused_kernel" not in str(graph)  # fusion would move `x * 2` past add_
+
+
+# ----------------------------------------------------------------------------- bools
+BOOL_CASES = [
+    ("where", lambda x, y, m: ak.where(x > y, x, y * 2)),
+    ("mask-times", lambda x, y, m: (x > 0).to(x.dtype) * y),
+    ("bool-out", lambda x, y, m: (x > 0) & (y < 0.5)),
+    ("bool-in", lambda x, y, m: ak.where(m, x.exp(), 0.0) + m.to(x.dtype)),
+    ("nan-tests", lambda x, y, m: ak.logical_not(x / y > 1) | ak.isnan(x / (y - y))),
+    ("ne-nan", lambda x, y, m: (x / (x - x)) != (x / (x - x))),
+    ("sign", lambda x, y, m: x.sign() * y),
+    ("relu-grad", lambda x, y, m: F.grad(lambda x: ak.relu(x * y).sum())(x)),
+    ("max-grad", lambda x, y, m: F.grad(lambda x: ak.maximum(x, y).sum())(x)),
+    ("clamp-grad", lambda x, y, m: F.grad(lambda x: x.clamp(-0.5, 0.5).sum())(x)),
+    ("amax-grad", lambda x, y, m: F.grad(lambda x: x.amax(1).sum())(x)),
+]
+
+
+@pytest.mark.parametrize("name,f", BOOL_CASES, ids=[c[0] for c in BOOL_CASES])
+@pytest.mark.parametrize("n", [3, 13, 1000])  # scalar tail only, both, mostly vectors
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_bools_inside_kernels(name, f, n, dtype):
+    x, y = rand(4, n, dtype=dtype), rand(n, dtype=dtype, seed=1)
+    m = ak.tensor(np.random.default_rng(2).uniform(size=(4, n)) > 0.5)
+    jitted = ak.jit(f)
+    with np.errstate(all="ignore"):
+        got, want = jitted(x, y, m), f(x, y, m)
+    assert got.dtype == want.dtype
+    if got.dtype == ak.bool:
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    else:  # exp may differ from numpy's in the last bit
+        close(got, want, dtype)
+    assert step_kinds(jitted, x, y, m) == ["_SegmentStep"]

@@ -56,7 +56,10 @@ MAX_SAMPLES_PER_DTYPE = 4  # the first sample always, then a deterministic subse
 LOWERED = {"neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "reciprocal", "abs",
            "sin", "cos", "tan", "tanh", "sinh", "cosh", "asin", "acos", "atan", "sigmoid",
            "relu", "erf", "floor", "ceil", "add", "sub", "mul", "div", "pow",
-           "pow_scalar_exponent", "pow_scalar_base", "maximum", "minimum", "atan2"}
+           "pow_scalar_exponent", "pow_scalar_base", "maximum", "minimum", "atan2",
+           # bools inside kernels: comparisons, logic, tests, where, sign
+           "sign", "lt", "le", "gt", "ge", "eq", "ne", "logical_and", "logical_or",
+           "logical_xor", "logical_not", "isnan", "isfinite", "isinf", "where"}
 
 # Known bug: every float sample of these ops fails at compile time, before any value
 # is compared (strict xfails restricted to AttributeError, so another failure shows).
@@ -297,7 +300,9 @@ def _edge_args(info, dtype, shape):
     rng = np.random.default_rng(0)
     args = []
     for a in sample.args:
-        if isinstance(a, np.ndarray):
+        if isinstance(a, np.ndarray) and a.dtype == np.bool_:  # where's condition
+            args.append(rng.uniform(size=shape) > 0.5)
+        elif isinstance(a, np.ndarray):
             lo, hi = (float(a.min()), float(a.max())) if a.size else (0.5, 1.0)
             args.append(rng.uniform(lo, hi, size=shape).astype(dtype))
         else:

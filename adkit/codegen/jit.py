@@ -410,7 +410,7 @@ class _Planner:
                 for i, layout in enumerate(views):
                     self.layouts[(n, i)] = layout
                 return "view"
-        if op in _MOVES and len(data["specs"]) == 1 and _native_dtype(data["specs"][0]):
+        if op in _MOVES and len(data["specs"]) == 1 and data["specs"][0].dtype.np in _FLOATS:
             call = self._copy_call(n, returned)
             if call is not None:
                 self.calls[n] = call
@@ -632,8 +632,13 @@ def _root(array):
 _MOVES = (Cat, AdvancedIndex, IndexScatter, Reshape, Flip)
 
 
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _native_dtype(spec):
-    return spec.dtype.np in (np.dtype(np.float32), np.dtype(np.float64))
+    """Whether native code can hold values of spec's dtype (kernels read and write
+    bools; everything else it does is float32/float64)."""
+    return spec.dtype.np in _FLOATS or spec.dtype.np == np.bool_
 
 
 def _contiguous(buf, spec):
@@ -716,7 +721,9 @@ def _kernel_for(graph, n, name, in_layouts):
     for k, o in enumerate(sub.outputs):
         m = sub.args_of(o)[0][1]
         if m not in reduced:
-            outputs.append(kernels.Output(ref(m), program.contiguous_strides(shape), None))
+            dtype = sub.specs_of(m)[0].dtype.np
+            outputs.append(kernels.Output(ref(m), program.contiguous_strides(shape), None,
+                                          dtype if dtype == np.bool_ else None))
             continue
         dims = reduced[m]
         kept = program.contiguous_strides([n_ for d, n_ in enumerate(shape)
@@ -730,8 +737,11 @@ def _kernel_for(graph, n, name, in_layouts):
             with np.errstate(divide="ignore"):
                 scales[k] = float(np.float64(1.0) / np.prod([shape[d] for d in dims]))
     in_strides = [program.broadcast_strides(layout, shape) for layout in in_layouts]
-    return kernels.Kernel(name, graph.nx.nodes[n]["dtype"].np, shape, in_strides, steps,
-                          outputs), scales
+    floats = {spec.dtype.np for m in sub.nx.nodes for spec in sub.specs_of(m)} - {
+        np.dtype(np.bool_)}
+    dtype, = floats  # fuse groups ops of one float dtype (and bools)
+    return kernels.Kernel(name, dtype, shape, in_strides, steps, outputs,
+                          [layout.dtype for layout in in_layouts]), scales
 
 
 __all__ = ["jit", "Jitted", "Compiled"]

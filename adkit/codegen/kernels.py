@@ -33,8 +33,11 @@ F64 = ir.DoubleType()
 # Python value (a static param); `params` hold the op's named static arguments.
 Step = namedtuple("Step", ("op", "args", "params"))
 # One output: `ref` ("in", k) or ("tmp", j); strides over the iteration space (0 along
-# reduced dims); combine None (store) or "sum", "max", "min".
-Output = namedtuple("Output", ("ref", "strides", "combine"))
+# reduced dims); combine None (store) or "sum", "max", "min"; dtype None (the kernel's)
+# or bool (kept as one byte, 0 or 1, as numpy does).
+Output = namedtuple("Output", ("ref", "strides", "combine", "dtype"), defaults=(None,))
+I8 = ir.IntType(8)
+BOOL = np.dtype(np.bool_)
 
 IDENTITY = {"sum": 0.0, "max": -np.inf, "min": np.inf}
 
@@ -43,9 +46,12 @@ class Kernel:
     """A fused loop nest over `shape` reading inputs with element `strides` (0 where an
     input is broadcast) and writing `outputs` (see Output)."""
 
-    def __init__(self, name, dtype, shape, in_strides, steps, outputs):
+    def __init__(self, name, dtype, shape, in_strides, steps, outputs, in_dtypes=None):
         self.name = name
-        self.dtype = np.dtype(dtype)
+        self.dtype = np.dtype(dtype)  # the float dtype the kernel computes in
+        # each input's dtype: the kernel's, or bool
+        self.in_dtypes = [np.dtype(d) for d in in_dtypes] if in_dtypes is not None \
+            else [self.dtype] * len(in_strides)
         self.size = int(np.prod(shape, dtype=np.int64))
         strides = [tuple(s) for s in in_strides] + [tuple(o.strides) for o in outputs]
         self.shape, strides = _collapse(tuple(shape), strides)
@@ -182,7 +188,7 @@ class _Emitter:
                 k = arg[1]
                 if k not in loaded:
                     loaded[k] = _load(b, sb, self.in_ptrs[k], in_bases[k],
-                                      kernel.strides[k][-1], i)
+                                      kernel.strides[k][-1], i, kernel.in_dtypes[k] == BOOL)
                 return loaded[k]
             if isinstance(arg, tuple) and arg[0] == "tmp":
                 return values[arg[1]]
@@ -205,6 +211,11 @@ class _Emitter:
             stride = out.strides[-1]
             offset = b.add(out_bases[k], b.mul(i, ir.Constant(I64, stride))
                            if stride != 1 else i)
+            if out.dtype == BOOL:  # one byte per bool
+                value = b.zext(value, I8 if sb.lanes == 1 else ir.VectorType(I8, sb.lanes))
+                b.store(value, b.gep(self.out_ptrs[k], [offset], source_etype=I8), align=1)
+                continue
+            value = sb.to_float(value) if sb.is_bool(value) else value
             address = b.gep(self.out_ptrs[k], [offset], source_etype=sb.elem)
             if out.combine:
                 value = _combine(b, out.combine, b.load(address, typ=sb.type,
@@ -240,13 +251,21 @@ def _outer_offsets(b, kernel, o):
             [offset(o.strides) for o in kernel.outputs])
 
 
-def _load(b, sb, ptr, base, stride, i):
+def _load(b, sb, ptr, base, stride, i, is_bool=False):
+    """The input at inner index i (one value, or `sb.lanes` of them); a bool input is
+    read as bytes and compared with 0."""
+    elem = I8 if is_bool else sb.elem
     if stride == 0:  # broadcast along the inner dim: one element for every lane
-        scalar = b.load(b.gep(ptr, [base], source_etype=sb.elem), typ=sb.elem)
-        return scalar if sb.lanes == 1 else splat(b, scalar, sb.lanes)
-    offset = b.add(base, b.mul(i, ir.Constant(I64, stride)) if stride != 1 else i)
-    address = b.gep(ptr, [offset], source_etype=sb.elem)
-    return b.load(address, typ=sb.type, align=sb.itemsize)
+        value = b.load(b.gep(ptr, [base], source_etype=elem), typ=elem)
+        value = value if sb.lanes == 1 else splat(b, value, sb.lanes)
+    else:
+        offset = b.add(base, b.mul(i, ir.Constant(I64, stride)) if stride != 1 else i)
+        address = b.gep(ptr, [offset], source_etype=elem)
+        typ = elem if sb.lanes == 1 else ir.VectorType(elem, sb.lanes)
+        value = b.load(address, typ=typ, align=1 if is_bool else sb.itemsize)
+    if is_bool:
+        return b.icmp_unsigned("!=", value, ir.Constant(value.type, None))
+    return value
 
 
 def splat(b, scalar, lanes):

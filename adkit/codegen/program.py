@@ -39,7 +39,10 @@ def broadcast_strides(layout, shape):
 
 
 def _elem(dtype):
-    return F64 if np.dtype(dtype).itemsize == 8 else ir.FloatType()
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return ir.IntType(8)
+    return F64 if dtype.itemsize == 8 else ir.FloatType()
 
 
 class KernelCall:

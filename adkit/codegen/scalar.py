@@ -61,9 +61,23 @@ class ScalarBuilder:
         return self.b.select(cond, self.value(x), self.value(y))
 
     def compare(self, op, x, y):
-        """op in <, <=, >, >=, ==, !=; ordered (False with NaN) except !=."""
-        fn = self.b.fcmp_unordered if op == "!=" else self.b.fcmp_ordered
+        """op in <, <=, >, >=, ==, !=, uno; ordered (False with NaN) except != and uno
+        (True with NaN). The result is a bool (i1) per lane."""
+        fn = self.b.fcmp_unordered if op in ("!=", "uno") else self.b.fcmp_ordered
         return fn(op, self.value(x), self.value(y))
+
+    @staticmethod
+    def is_bool(v):
+        t = getattr(v, "type", None)  # a Python number (a static param) is not
+        return getattr(t, "element", t) == ir.IntType(1)
+
+    def truth(self, v):
+        """A bool per lane: bools as they are, numbers != 0 (NaN is true, as numpy)."""
+        return v if self.is_bool(v) else self.compare("!=", self.value(v), 0.0)
+
+    def to_float(self, v):
+        """Bools as 0.0/1.0 of this builder's type; floats as they are."""
+        return self.select(v, 1.0, 0.0) if self.is_bool(v) else v
 
     def __getattr__(self, name):
         if name in _INTRINSICS or name in _LIBM:

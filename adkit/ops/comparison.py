@@ -106,6 +106,11 @@ class Lt(BoolResult):
     aliases = ("less",)
 
     @staticmethod
+    def lower(b, x, y):
+        """Native code: an ordered float compare."""
+        return b.compare("<", x, y)
+
+    @staticmethod
     def forward(x, y):
         return np.less(*_promoted(x, y))
 
@@ -114,6 +119,11 @@ class Le(BoolResult):
     """z = x <= y (bool, no gradient)."""
     public_name = "le"
     aliases = ("less_equal",)
+
+    @staticmethod
+    def lower(b, x, y):
+        """Native code: an ordered float compare."""
+        return b.compare("<=", x, y)
 
     @staticmethod
     def forward(x, y):
@@ -126,6 +136,11 @@ class Gt(BoolResult):
     aliases = ("greater",)
 
     @staticmethod
+    def lower(b, x, y):
+        """Native code: an ordered float compare."""
+        return b.compare(">", x, y)
+
+    @staticmethod
     def forward(x, y):
         return np.greater(*_promoted(x, y))
 
@@ -136,6 +151,11 @@ class Ge(BoolResult):
     aliases = ("greater_equal",)
 
     @staticmethod
+    def lower(b, x, y):
+        """Native code: an ordered float compare."""
+        return b.compare(">=", x, y)
+
+    @staticmethod
     def forward(x, y):
         return np.greater_equal(*_promoted(x, y))
 
@@ -143,6 +163,11 @@ class Ge(BoolResult):
 class Eq(BoolResult):
     """z = x == y (bool, no gradient)."""
     public_name = "eq"
+
+    @staticmethod
+    def lower(b, x, y):
+        """Native code: an ordered float compare."""
+        return b.compare("==", x, y)
 
     @staticmethod
     def forward(x, y):
@@ -155,6 +180,11 @@ class Ne(BoolResult):
     aliases = ("not_equal",)
 
     @staticmethod
+    def lower(b, x, y):
+        """Native code: an ordered (unordered for !=) float compare."""
+        return b.compare("!=", x, y)
+
+    @staticmethod
     def forward(x, y):
         return np.not_equal(*_promoted(x, y))
 
@@ -163,6 +193,11 @@ class LogicalAnd(BoolResult):
     """z = (x != 0) and (y != 0) (bool, no gradient)."""
     public_name = "logical_and"
     promotes = False
+
+    @staticmethod
+    def lower(b, x, y):
+        """Native code: and of the truth values."""
+        return b.b.and_(b.truth(x), b.truth(y))
 
     @staticmethod
     def forward(x, y):
@@ -175,6 +210,11 @@ class LogicalOr(BoolResult):
     promotes = False
 
     @staticmethod
+    def lower(b, x, y):
+        """Native code: or of the truth values."""
+        return b.b.or_(b.truth(x), b.truth(y))
+
+    @staticmethod
     def forward(x, y):
         return np.logical_or(x, y)
 
@@ -183,6 +223,11 @@ class LogicalXor(BoolResult):
     """z = (x != 0) xor (y != 0) (bool, no gradient)."""
     public_name = "logical_xor"
     promotes = False
+
+    @staticmethod
+    def lower(b, x, y):
+        """Native code: xor of the truth values."""
+        return b.b.xor(b.truth(x), b.truth(y))
 
     @staticmethod
     def forward(x, y):
@@ -194,6 +239,11 @@ class LogicalNot(BoolResult):
     public_name = "logical_not"
 
     @staticmethod
+    def lower(b, x):
+        """Native code: not of the truth value."""
+        return b.b.not_(b.truth(x))
+
+    @staticmethod
     def forward(x):
         return np.logical_not(x)
 
@@ -201,6 +251,11 @@ class LogicalNot(BoolResult):
 class Isnan(BoolResult):
     """z = x is nan (bool, no gradient)."""
     public_name = "isnan"
+
+    @staticmethod
+    def lower(b, x):
+        """Native code: x unordered with itself."""
+        return b.compare("uno", x, x)
 
     @staticmethod
     def forward(x):
@@ -212,6 +267,11 @@ class Isfinite(BoolResult):
     public_name = "isfinite"
 
     @staticmethod
+    def lower(b, x):
+        """Native code: |x| < inf (False for nan)."""
+        return b.compare("<", b.fabs(x), float("inf"))
+
+    @staticmethod
     def forward(x):
         return np.isfinite(x) if x.dtype.kind == "f" else np.ones(x.shape, np.bool_)
 
@@ -219,6 +279,11 @@ class Isfinite(BoolResult):
 class Isinf(BoolResult):
     """z = x is +inf or -inf (bool, no gradient)."""
     public_name = "isinf"
+
+    @staticmethod
+    def lower(b, x):
+        """Native code: |x| == inf."""
+        return b.compare("==", b.fabs(x), float("inf"))
 
     @staticmethod
     def forward(x):
@@ -247,6 +312,11 @@ class BitwiseAnd(_Bitwise):
     kernel = "bitwise_and_cpu"
 
     @staticmethod
+    def lower(b, x, y):
+        """Native code: on bools (the only fusible dtype), and."""
+        return b.b.and_(b.truth(x), b.truth(y))
+
+    @staticmethod
     def forward(x, y):
         BitwiseAnd._check(x, y)
         return np.asarray(np.bitwise_and(*_promoted(x, y)))
@@ -256,6 +326,11 @@ class BitwiseOr(_Bitwise):
     """z = x | y (bitwise; logical for bool)."""
     public_name = "bitwise_or"
     kernel = "bitwise_or_cpu"
+
+    @staticmethod
+    def lower(b, x, y):
+        """Native code: on bools (the only fusible dtype), or."""
+        return b.b.or_(b.truth(x), b.truth(y))
 
     @staticmethod
     def forward(x, y):
@@ -269,6 +344,11 @@ class BitwiseXor(_Bitwise):
     kernel = "bitwise_xor_cpu"
 
     @staticmethod
+    def lower(b, x, y):
+        """Native code: on bools (the only fusible dtype), xor."""
+        return b.b.xor(b.truth(x), b.truth(y))
+
+    @staticmethod
     def forward(x, y):
         BitwiseXor._check(x, y)
         return np.asarray(np.bitwise_xor(*_promoted(x, y)))
@@ -278,6 +358,11 @@ class BitwiseNot(_Bitwise):
     """y = ~x (bitwise; logical for bool)."""
     public_name = "bitwise_not"
     kernel = "bitwise_not_cpu"
+
+    @staticmethod
+    def lower(b, x):
+        """Native code: on bools (the only fusible dtype), not."""
+        return b.b.not_(b.truth(x))
 
     @staticmethod
     def forward(x):
@@ -292,6 +377,11 @@ class Where(ArrayFunction):
     PyTorch's promotion of x and y);  grad_x = grad where cond, grad_y = grad where not."""
     public_name = "where"
     variants = ("function",)
+
+    @staticmethod
+    def lower(b, condition, x, y):
+        """Native code: a select."""
+        return b.select(b.truth(condition), x, y)
 
     @staticmethod
     def forward(condition, x, y):

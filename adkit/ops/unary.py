@@ -174,6 +174,12 @@ class Sign(UnaryElementwise):
     saves = ()
 
     @staticmethod
+    def lower(b, x):
+        """Native code: 1, -1 or 0 (0 for nan)."""
+        negative_or_zero = b.select(b.compare("<", x, 0.0), -1.0, 0.0)
+        return b.select(b.compare(">", x, 0.0), 1.0, negative_or_zero)
+
+    @staticmethod
     def forward(x):
         if x.dtype == np.bool_:
             return x.copy()
@@ -659,6 +665,11 @@ class ToDtype(ArrayFunction):
     """y = x converted to `dtype`;  grad_x = grad_out converted back to x's dtype."""
     public_name = "to"
     variants = ("method",)
+
+    @staticmethod
+    def lower(b, x, dtype):
+        """Native code: a bool as 0/1; a float of the kernel's dtype as it is."""
+        return b.to_float(x)
 
     @staticmethod
     def forward(x, dtype):

@@ -53,16 +53,25 @@ class FusedKernel(Function):
                            "before fusing it (ak.ir.passes.vjp, or ak.jit(ak.func.grad(f)))")
 
 
-def _fusible(graph, n):
+_BOOL = np.dtype(np.bool_)
+
+
+def compute_dtype(graph, n):
+    """The float dtype fusible node n computes in; None for an op on bools alone (it
+    joins a group of its shape but starts none); False when n is not fusible. Its
+    tensors must be bools or floats of that one dtype (comparisons make bools from
+    floats, where and to() make floats from bools)."""
     data = graph.nx.nodes[n]
     if data["kind"] != "op" or getattr(data["op"], "lower", None) is None:
         return False
-    if len(data["specs"]) != 1 or data["dtype"].np not in _NATIVE_FLOATS:
+    if len(data["specs"]) != 1 or any(a is not None for a in data.get("aliases", ())):
         return False
-    if any(a is not None for a in data.get("aliases", ())):
+    dtypes = {data["dtype"].np} | {graph.specs_of(u)[out].dtype.np
+                                   for _, u, out in graph.args_of(n)}
+    floats = dtypes & set(_NATIVE_FLOATS)
+    if len(floats) > 1 or not dtypes <= floats | {_BOOL}:
         return False
-    return all(graph.specs_of(u)[out].dtype == data["dtype"]
-               for _, u, out in graph.args_of(n))
+    return floats.pop() if floats else None
 
 
 def fuse(graph):
@@ -107,7 +116,7 @@ def _groups(graph):
         data = graph.nx.nodes[n]
         if reduction_dims(graph, n) is not None:
             (_, u, out), = graph.args_of(n)
-            key = (tuple(graph.specs_of(u)[out].shape), data["dtype"])
+            key = (tuple(graph.specs_of(u)[out].shape), data["dtype"].np)
             gid = group_of.get(u)
             if gid is None or u in groups[gid]["ends"] or groups[gid]["key"] != key or \
                     not _acyclic_with(graph, groups[gid]["nodes"] + [n]):
@@ -117,19 +126,23 @@ def _groups(graph):
             groups[gid]["ends"].add(n)
             group_of[n] = gid
             continue
-        if not _fusible(graph, n):
+        dtype = compute_dtype(graph, n)
+        if dtype is False:
             continue
-        key = (data["shape"], data["dtype"])
+        key = (data["shape"], dtype)
         args = [u for _, u, _ in graph.args_of(n)]
         target = None
         for u in args:
             gid = group_of.get(u)
-            if gid is not None and groups[gid]["key"] == key and \
+            if gid is not None and groups[gid]["key"][0] == key[0] and \
+                    dtype in (None, groups[gid]["key"][1]) and \
                     not any(v in groups[gid]["ends"] for v in args) and \
                     _acyclic_with(graph, groups[gid]["nodes"] + [n]):
                 target = gid
                 break
         if target is None:
+            if dtype is None:  # bools only: no float dtype to compute in
+                continue
             groups.append({"key": key, "nodes": [], "ends": set()})
             target = len(groups) - 1
         groups[target]["nodes"].append(n)

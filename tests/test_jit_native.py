@@ -2,6 +2,7 @@
 matmul through BLAS, element moves with index tables, decompositions, and whole graphs
 as one native call. Every case is checked against eager mode (numpy)."""
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 import adkit as ak
 import adkit.func as F
+import adkit.nn.functional as NF
 from adkit.ir import passes
 
 KINDS = ("_SegmentStep", "_NumpyStep")
@@ -271,3 +273,47 @@ def test_bools_inside_kernels(name, f, n, dtype):
     else:  # exp may differ from numpy's in the last bit
         close(got, want, dtype)
     assert step_kinds(jitted, x, y, m) == ["_SegmentStep"]
+
+DECOMPOSED = [
+    ("logsumexp", lambda x: ak.logsumexp(x, 1)),
+    ("softmax", lambda x: NF.softmax(x, 1)),
+    ("log_softmax", lambda x: NF.log_softmax(x, 0)),
+    ("var", lambda x: x.var(1)),
+    ("var-all", lambda x: x.var()),
+    ("std-keepdim", lambda x: x.std(0, keepdim=True)),
+    ("std-correction-0", lambda x: x.std(1, correction=0)),
+    ("norm", lambda x: x.norm()),
+    ("norm-1", lambda x: x.norm(p=1, dim=1)),
+    ("cross-entropy-grad", F.grad(lambda x: NF.cross_entropy(
+        x, ak.tensor(np.arange(x.shape[0]) % x.shape[1])))),
+    ("std-grad", F.grad(lambda x: x.std(1).sum())),
+]
+
+
+@pytest.mark.parametrize("name,f", DECOMPOSED, ids=[c[0] for c in DECOMPOSED])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_decomposed_ops_run_natively(name, f, dtype):
+    x = rand(6, 7, dtype=dtype)
+    jitted = ak.jit(f)
+    close(jitted(x), f(x), dtype)
+    assert step_kinds(jitted, x) == ["_SegmentStep"]
+
+
+def test_decompositions_that_do_not_apply_leave_the_node():
+    x = rand(1, 3)
+    for f in (lambda x: x.var(0),  # n - correction = 0: numpy warns, the node stays
+              lambda x: x.norm(p=3), lambda x: NF.softmax(x[0, 0], 0)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            traced = ak.trace(f, x)
+            graph = passes.decompose(traced)
+            assert len(graph.op_nodes) == len(traced.op_nodes)
+            with np.errstate(all="ignore"):
+                close(ak.jit(f)(x), f(x))
+
+
+def test_softmax_of_rows_with_infinities_matches_eager():
+    x = ak.tensor(np.array([[-np.inf, -np.inf], [np.inf, 1.0], [0.0, -np.inf]]))
+    for f in (lambda x: NF.softmax(x, 1), lambda x: NF.log_softmax(x, 1)):
+        with np.errstate(all="ignore"):
+            np.testing.assert_array_equal(ak.jit(f)(x).numpy(), f(x).numpy())

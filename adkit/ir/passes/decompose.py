@@ -1,8 +1,10 @@
 """decompose: replace an op node by the primitive ops that compute it, so that fusion
 can put those primitives into kernels with their neighbours.
 
-Owns: `decompose` and `DECOMPOSITIONS` ({op class: function of adkit ops}). Each
-decomposition is traced on the node's argument specs and inlined in its place.
+Owns: `decompose` and `DECOMPOSITIONS` ({op class: function of adkit ops}: logsumexp,
+softmax, log_softmax, var, std, norm with p = 1, 2). Each decomposition is traced on the
+node's argument specs and inlined in its place; one that raises `Skip` (it does not
+apply to these arguments) leaves the node as it is.
 Does not: fuse (fuse.py) or clean up what is left (dce).
 
     before:  b = logsumexp[dim=1] a
@@ -12,7 +14,8 @@ Does not: fuse (fuse.py) or clean up what is left (dce).
 import numpy as np
 
 from ...ops.binary import Maximum, Minimum
-from ...ops.reduction import Logsumexp
+from ...ops.nn import LogSoftmax, Softmax
+from ...ops.reduction import Logsumexp, Norm, Std, Var
 from .. import rules
 from ..trace import trace
 from .autodiff import _example
@@ -32,7 +35,59 @@ def logsumexp(x, dim, keepdim=False):
     return out.reshape(tuple(n for i, n in enumerate(out.shape) if i not in dims))
 
 
-DECOMPOSITIONS = {Logsumexp: logsumexp}
+class Skip(Exception):
+    """Raised by a decomposition that does not apply to these arguments: the node stays."""
+
+
+def _dims_of(x, dim):
+    if dim is None or (not isinstance(dim, int) and len(dim) == 0):
+        return tuple(range(x.ndim))
+    return tuple(sorted({d % x.ndim for d in ((dim,) if isinstance(dim, int) else dim)}))
+
+
+def _normalized(x, dim, log):
+    """softmax / log_softmax as numpy's forward computes them (shift by the max)."""
+    if x.ndim == 0 or x.numel() == 0:
+        raise Skip
+    z = x - x.amax(dim, keepdim=True)
+    e = z.exp()
+    total = e.sum(dim, keepdim=True)
+    return z - total.log() if log else e / total
+
+
+def softmax(x, dim):
+    return _normalized(x, dim, log=False)
+
+
+def log_softmax(x, dim):
+    return _normalized(x, dim, log=True)
+
+
+def var(x, dim=None, keepdim=False, correction=1):
+    """sum((x - mean)^2) / (n - correction), as numpy's forward computes it."""
+    dims = _dims_of(x, dim)
+    n = int(np.prod([x.shape[d] for d in dims]))
+    if x.ndim == 0 or n - correction <= 0:  # numpy's path warns: keep it
+        raise Skip
+    centered = x - x.sum(dims, keepdim=True) / n
+    return (centered * centered).sum(dims, keepdim=keepdim) / (n - correction)
+
+
+def std(x, dim=None, keepdim=False, correction=1):
+    return var(x, dim, keepdim, correction).sqrt()
+
+
+def norm(x, dim=None, keepdim=False, p=2.0):
+    """p = 2: sqrt(sum(x * x)); p = 1: sum(|x|) (other orders stay one node)."""
+    if x.ndim == 0 or p not in (1, 2):
+        raise Skip
+    dims = _dims_of(x, dim)
+    return (x * x).sum(dims, keepdim=keepdim).sqrt() if p == 2 else \
+        x.abs().sum(dims, keepdim=keepdim)
+
+
+DECOMPOSITIONS = {Logsumexp: logsumexp, Softmax: softmax, LogSoftmax: log_softmax,
+                  Var: var, Std: std, Norm: norm}
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -54,7 +109,10 @@ def decompose(graph, table=DECOMPOSITIONS):
 
         def call(*tensors, op=data["op"], params=data["params"]):
             return fn(*rules.join_args(op, dict(zip(positions, tensors)), params))
-        sub = trace(call, *[_example(g.specs_of(u)[out]) for _, u, out in args])
+        try:
+            sub = trace(call, *[_example(g.specs_of(u)[out]) for _, u, out in args])
+        except Skip:
+            continue
         _inline(g, n, sub, [(u, out) for _, u, out in args])
     return g
 

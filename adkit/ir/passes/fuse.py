@@ -82,8 +82,9 @@ def fuse(graph):
     g = graph.copy()
     if has_in_place_ops(g):
         return g
+    rank = {n: i for i, n in enumerate(graph.topo_order())}
     for members in _groups(graph):  # a lone op too: it still becomes one native loop
-        _replace_group(g, members)
+        _replace_group(g, sorted(members, key=rank.get))
     return g
 
 
@@ -174,7 +175,7 @@ def _source(g, u, out):
 
 
 def _replace_group(g, members):
-    members = sorted(members)
+    """members: in topological order (node ids need not be: decompose adds nodes)."""
     inside = set(members)
     sub, inputs, mapping = Graph(), [], {}
     for n in members:

@@ -153,11 +153,27 @@ class Compiled:
         self.output_fetch = planner.output_fetch  # makes native outputs numpy values
         self._const_roots = {id(_root(t._data)) for _, t in self.consts}
         self._template_specs = planner.template_specs
+        self._block_sizes, self._block_of = planner.share_buffers()
         self._result_specs = planner.result_specs
         self._local = threading.local()
         self._n_buffers = len(self.buffers)
         self._output_buffers = planner.output_buffers
         self.run_checked = self._one_call_runner() or self.run_checked
+
+    def _new_template(self):
+        """A buffer list with constants in place and new memory for intermediates:
+        intermediates whose lifetimes do not overlap share one block (a view of it
+        each), so a long graph's footprint is that of its widest point."""
+        blocks = [np.empty(n, np.uint8) for n in self._block_sizes]
+        arrays = [None] * self._n_buffers
+        for buf, value in self._template_specs.items():
+            if isinstance(value, np.ndarray):
+                arrays[buf] = value
+            elif buf in self._block_of:
+                arrays[buf] = np.ndarray(value[0], value[1], buffer=blocks[self._block_of[buf]])
+            else:
+                arrays[buf] = np.empty(*value)
+        return arrays
 
     def _template(self):
         """This thread's buffer list: constants and reusable intermediates in place."""
@@ -219,18 +235,13 @@ class Compiled:
         fresh ones when a call on this thread is already running (re-entrant)."""
         local = self._local
         if getattr(local, "busy", False):
-            arrays = [None] * self._n_buffers
-            for buf, value in self._template_specs.items():
-                arrays[buf] = value if isinstance(value, np.ndarray) else np.empty(*value)
+            arrays = self._new_template()
             for buf, spec in self._result_specs.items():
                 arrays[buf] = np.empty(*spec)
             return arrays, False
         if not hasattr(local, "template"):
-            local.template = [None] * self._n_buffers
-            for buf, value in self._template_specs.items():
-                local.template[buf] = value if isinstance(value, np.ndarray) \
-                    else np.empty(*value)
-            local.roots = {id(a) for buf, a in enumerate(local.template)
+            local.template = self._new_template()
+            local.roots = {id(_root(a)) for buf, a in enumerate(local.template)
                            if a is not None and not isinstance(
                                self._template_specs[buf], np.ndarray)}
             local.recycled = {}
@@ -495,6 +506,49 @@ class _Planner:
                 raise AssertionError("jit: the plan cannot order these nodes")
             pending = [n for n in rest if n not in done]
 
+    def share_buffers(self):
+        """(block sizes in bytes, {buffer: block}) for intermediates that only native
+        code reads: each lives from the call that writes it to the last call that
+        reads it, and buffers whose lives do not overlap share a block. One that a
+        numpy step or an output reads (perhaps through a view numpy keeps) lives to
+        the end and keeps its own memory."""
+        first, last, pinned, index = {}, {}, set(), 0
+        temps = {buf for buf, v in self.template_specs.items()
+                 if not isinstance(v, np.ndarray)}
+        fetches = [s for s in self.steps if isinstance(s, _NumpyStep)]
+        for step in fetches:
+            pinned |= _fetched_buffers(step.fetch)
+        pinned |= _fetched_buffers(self.output_fetch)
+        for step in self.steps:
+            if not isinstance(step, str):
+                index += 1
+                continue
+            for call in self.segments[int(step[len("segment"):])]:
+                index += 1
+                for buf in call.writes:
+                    first.setdefault(buf, index)
+                    last[buf] = max(last.get(buf, index), index)
+                for buf in call.reads:
+                    last[buf] = max(last.get(buf, index), index)
+        sizes, block_of, free = [], {}, []  # free: (size, block) of blocks not in use
+        ending = {}
+        shareable = sorted((first[b], b) for b in temps - pinned if b in first)
+        for start, buf in shareable:
+            for b in [b for b, end in ending.items() if end < start]:
+                free.append((sizes[block_of[b]], block_of[b]))
+                del ending[b]
+            shape, dtype = self.template_specs[buf]
+            nbytes = max(1, int(np.prod(shape)) * np.dtype(dtype).itemsize)
+            fits = sorted(f for f in free if f[0] >= nbytes)
+            if fits:
+                free.remove(fits[0])
+                block_of[buf] = fits[0][1]
+            else:
+                sizes.append(nbytes)
+                block_of[buf] = len(sizes) - 1
+            ending[buf] = last[buf]
+        return sizes, block_of
+
     def _numpy_step(self, n):
         graph = self.graph
         args = {pos: self.slots[(u, out)] for pos, u, out in graph.args_of(n)}
@@ -528,6 +582,17 @@ class _Planner:
         for key in keys:
             visit(key)
         return steps
+
+
+def _fetched_buffers(fetches):
+    """The buffers a list of fetch steps gives numpy views of."""
+    found = set()
+    for step in fetches:
+        if isinstance(step, _BufferValues):
+            found |= {buf for _, buf in step.pairs}
+        else:
+            found |= _fetched_buffers(step.fetch)
+    return found
 
 
 class _BufferValues:

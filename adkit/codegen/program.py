@@ -52,6 +52,8 @@ class KernelCall:
     def __init__(self, kernel, inputs, outputs, workers, scales=None):
         self.kernel, self.inputs, self.outputs = kernel, inputs, outputs
         self.layouts = list(inputs) + list(outputs)
+        self.reads = {x.buffer for x in inputs}
+        self.writes = {x.buffer for x in outputs}
         self.workers = workers if kernel.splittable else 1
         self.scales = scales or {}
         # each worker's [start, stop) of the outer loop
@@ -132,6 +134,7 @@ class MatmulCall:
     def __init__(self, a, b, out):
         self.a, self.b, self.out = a, b, out
         self.layouts = [a, b, out]
+        self.reads, self.writes = {a.buffer, b.buffer}, {out.buffer}
         self.dtype = np.dtype(out.dtype)
 
     @classmethod
@@ -303,6 +306,7 @@ class CopyCall:
         self.fill, self.accumulate = fill, accumulate
         self.layouts = [Layout(buf, 0, (), (), None) for source in sources
                         for buf in source[:3]] + [dst]
+        self.reads, self.writes = {s[0] for s in sources}, {dst.buffer}
 
     def emit(self, b, module, data, fn=None):
         elem = _elem(self.dtype)

@@ -2,12 +2,24 @@
 or for one vector of lanes at once (the same code: every value has the builder's type).
 
 Owns: the one table from math names to LLVM (instructions, intrinsics, glibc libmvec
-vector functions, libm). Does not: build loops (kernels.py) or compile (runtime.py).
+vector functions or vecmath.py's polynomials, libm). Does not: build loops (kernels.py) or compile (runtime.py).
 """
+import os
+
 import numpy as np
 from llvmlite import ir
 
-from . import runtime
+from . import runtime, vecmath
+
+
+def use_polynomial_math():
+    """Whether vector loops compute exp, log, sin... with vecmath.py's polynomials:
+    ADKIT_VECTOR_MATH=polynomial, or (by default) when the host has no libmvec.
+    ADKIT_VECTOR_MATH=libmvec insists on libmvec where it exists."""
+    choice = os.environ.get("ADKIT_VECTOR_MATH", "").lower()
+    if choice == "polynomial":
+        return True
+    return not runtime.mvec_available()
 
 # name -> LLVM intrinsic (vectorized by LLVM itself)
 _INTRINSICS = {"sqrt": "llvm.sqrt", "fabs": "llvm.fabs", "floor": "llvm.floor",
@@ -92,6 +104,8 @@ class ScalarBuilder:
             suffix = elem if self.lanes == 1 else f"v{self.lanes}{elem}"
             fn = self._declare(f"{_INTRINSICS[name]}.{suffix}", len(args))
             return self.b.call(fn, args)
+        if self.lanes > 1 and name in vecmath.POLYNOMIAL and use_polynomial_math():
+            return vecmath.emit(self, name, args)
         if self.lanes > 1 and runtime.mvec_available():
             isa, _ = runtime.host_vector_isa()
             vname = f"_ZGV{isa}N{self.lanes}{'v' * len(args)}_{name}{self.suffix}"

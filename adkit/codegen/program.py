@@ -94,10 +94,9 @@ class KernelCall:
             return [_at(b, partials[k], w, elem) if k in partials else o
                     for k, o in enumerate(outs)]
         trampoline = _trampoline(module, fn, len(ins) + len(outs))
-        args_type = trampoline.args_type
         started = []
         for w in range(1, workers):
-            args = _stack(b, I64, len(args_type))
+            args = _stack(b, I64, 2 + len(ins) + len(outs))
             fields = [ir.Constant(I64, self.bounds[w]), ir.Constant(I64, self.bounds[w + 1]),
                       *[b.ptrtoint(p, I64) for p in ins + worker_outs(w)]]
             for i, value in enumerate(fields):
@@ -277,20 +276,17 @@ def _declare(module, name, ret, args):
 
 
 def _trampoline(module, kernel_fn, n_ptrs):
-    """void *kernel_worker(args): a pthread start routine unpacking i64[start, stop,
+    """void *kernel_worker(i64 *args): a pthread start routine unpacking [start, stop,
     pointers...] and calling the kernel."""
     name = kernel_fn.name + "_worker"
-    args_type = [I64] * (2 + n_ptrs)
     existing = module.globals.get(name)
     if existing is not None:
-        existing.args_type = args_type
         return existing
     fn = ir.Function(module, ir.FunctionType(PTR, [PTR]), name=name)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     fields = [b.load(_at(b, fn.args[0], i, I64), typ=I64) for i in range(2 + n_ptrs)]
     b.call(kernel_fn, fields[:2] + [b.inttoptr(f, PTR) for f in fields[2:]])
     b.ret(ir.Constant(PTR, None))
-    fn.args_type = args_type
     return fn
 
 

@@ -315,3 +315,22 @@ def test_softmax_of_rows_with_infinities_matches_eager():
     for f in (lambda x: NF.softmax(x, 1), lambda x: NF.log_softmax(x, 1)):
         with np.errstate(all="ignore"):
             np.testing.assert_array_equal(ak.jit(f)(x).numpy(), f(x).numpy())
+
+
+def test_threads_only_where_the_cost_model_says_one_thread_is_slower():
+    from adkit.codegen import plan
+    cpus = os.cpu_count() or 1
+
+    def workers(f, n):
+        compiled = ak.jit(f).compile(rand(n))
+        return max(c.workers for calls in compiled.segment_calls for c in calls)
+    cheap = lambda x: x * 2.0 + 1.0  # noqa: E731
+    costly = lambda x: (x.tanh().sin() * 0.5 + x).exp()  # noqa: E731
+    assert workers(cheap, 1 << 16) == 1  # a thread costs more than the loop
+    assert workers(costly, 1 << 16) == 1
+    assert workers(costly, 1 << 20) == cpus
+    assert workers(cheap, 1 << 22) == cpus
+    kernel = ak.jit(costly).compile(rand(1000)).kernels[0]
+    assert plan.estimated_ns(kernel) == pytest.approx(1000 * (
+        plan.NS_PER_ELEMENT + 2 * plan.NS_PER_OTHER_MATH_CALL + 2 * plan.NS_PER_STEP +
+        plan.NS_PER_MATH_CALL["exp"]))

@@ -20,7 +20,28 @@ from ..ops.shape import Flip, Reshape, View
 from ..tensor import Tensor, _make
 from . import kernels, program
 
-PARALLEL_MIN = 1 << 16  # elements below which one thread is faster
+# Threads: a kernel is split over the cores when one thread would take longer than
+# PARALLEL_MIN_NS by this estimate (ns per element: the loop and memory, each plain
+# arithmetic step, each math-library call). Starting and joining a native thread
+# costs ~70-140 us on the 2-core development machine, so below that one thread is
+# faster (measured crossovers: x * 2 + 1 at ~1e6 elements, exp at ~5e5, tanh(sin(x))
+# at ~1e5; benchmarks in the closing note of issue 6).
+PARALLEL_MIN_NS = 500_000
+NS_PER_ELEMENT, NS_PER_STEP = 0.35, 0.05
+NS_PER_MATH_CALL = {"exp": 0.5, "log": 0.5, "log1p": 0.6, "expm1": 0.6, "sigmoid": 0.6}
+NS_PER_OTHER_MATH_CALL = 1.2  # sin, tanh, pow, erf...
+_MATH_OPS = {"exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sinh", "cosh",
+             "asin", "acos", "atan", "erf", "pow", "atan2", "sigmoid"}
+
+
+def estimated_ns(kernel):
+    """A single thread's time for `kernel` by the cost model above."""
+    per_element = NS_PER_ELEMENT
+    for step in kernel.steps:
+        name = getattr(step.op, "public_name", None)
+        per_element += NS_PER_MATH_CALL.get(name, NS_PER_OTHER_MATH_CALL) \
+            if name in _MATH_OPS else NS_PER_STEP
+    return kernel.size * per_element
 
 
 def root(array):
@@ -122,7 +143,8 @@ class Planner:
             ins = [self._layout((u, out)) for _, u, out in sorted(args)]
             kernel, scales = _kernel_for(graph, n, f"kernel{len(self.kernels)}", ins)
             outs = [self._result(n, i, returned) for i in range(len(data["specs"]))]
-            workers = (os.cpu_count() or 1) if kernel.size >= PARALLEL_MIN else 1
+            workers = (os.cpu_count() or 1) if estimated_ns(kernel) >= PARALLEL_MIN_NS \
+                else 1
             call = program.KernelCall(kernel, ins, outs, workers, scales)
             self.kernels.append(kernel)
             self.kernel_calls.append(call)

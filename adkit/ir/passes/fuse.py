@@ -11,7 +11,6 @@ amin over any dims joins the group of what it reduces. Groups never create a cyc
     before:  c = mul a b;  d = exp c;  e = sum[dim=1] d
     after:   e = fused_kernel[graph=<mul, exp, sum[dim=1]>] a b     (d is never stored)
 """
-import networkx as nx
 import numpy as np
 
 from ...autograd.function import Function
@@ -113,14 +112,16 @@ def _groups(graph):
     joins the group of the member it reduces (else it makes a group of its own); it
     is a group's end: no member of its group may read it."""
     group_of, groups = {}, []
-    for n in graph.topo_order():
+    order = graph.topo_order()
+    rank = {n: i for i, n in enumerate(order)}
+    for n in order:
         data = graph.nx.nodes[n]
         if reduction_dims(graph, n) is not None:
             (_, u, out), = graph.args_of(n)
             key = (tuple(graph.specs_of(u)[out].shape), data["dtype"].np)
             gid = group_of.get(u)
             if gid is None or u in groups[gid]["ends"] or groups[gid]["key"] != key or \
-                    not _acyclic_with(graph, groups[gid]["nodes"] + [n]):
+                    not _acyclic_with(graph, groups[gid]["nodes"] + [n], rank):
                 groups.append({"key": key, "nodes": [], "ends": set()})
                 gid = len(groups) - 1
             groups[gid]["nodes"].append(n)
@@ -138,7 +139,7 @@ def _groups(graph):
             if gid is not None and groups[gid]["key"][0] == key[0] and \
                     dtype in (None, groups[gid]["key"][1]) and \
                     not any(v in groups[gid]["ends"] for v in args) and \
-                    _acyclic_with(graph, groups[gid]["nodes"] + [n]):
+                    _acyclic_with(graph, groups[gid]["nodes"] + [n], rank):
                 target = gid
                 break
         if target is None:
@@ -151,17 +152,27 @@ def _groups(graph):
     return [grp["nodes"] for grp in groups]
 
 
-def _acyclic_with(graph, members):
+def _acyclic_with(graph, members, rank):
     """Whether contracting `members` into one node keeps the graph acyclic: no path
-    leaves the group and comes back into it."""
+    leaves the group and comes back into it. Such a path only passes nodes ranked
+    (topologically) below the member it returns to, so the search stays below the
+    highest member's rank."""
     inside = set(members)
-    outside_succ = {v for m in members for v in graph.nx.successors(m) if v not in inside}
-    if not outside_succ:
-        return True
-    reach = set()
-    for v in outside_succ:
-        reach |= nx.descendants(graph.nx, v) | {v}
-    return not (reach & inside)
+    limit = max(rank[m] for m in members)
+    stack = [v for m in members for v in graph.nx.successors(m)
+             if v not in inside and rank[v] < limit]
+    seen = set()
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        for w in graph.nx.successors(v):
+            if w in inside:
+                return False
+            if rank[w] < limit and w not in seen:
+                stack.append(w)
+    return True
 
 
 def _source(g, u, out):

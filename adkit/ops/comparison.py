@@ -100,93 +100,61 @@ class BoolResult(ArrayFunction):
         return None
 
 
-class Lt(BoolResult):
+class _Compare(BoolResult):
+    """A comparison of two operands in their common dtype: numpy's `ufunc` in eager
+    mode, LLVM's float compare `symbol` in a fused kernel (ordered, so False with NaN,
+    except != which is True with NaN, as numpy's)."""
+    symbol = ufunc = None
+
+    @classmethod
+    def lower(cls, b, x, y):
+        """Native code: b.compare(symbol, x, y)."""
+        return b.compare(cls.symbol, x, y)
+
+    @classmethod
+    def forward(cls, x, y):
+        return cls.ufunc(*_promoted(x, y))
+
+
+class Lt(_Compare):
     """z = x < y (bool, no gradient)."""
     public_name = "lt"
     aliases = ("less",)
-
-    @staticmethod
-    def lower(b, x, y):
-        """Native code: an ordered float compare."""
-        return b.compare("<", x, y)
-
-    @staticmethod
-    def forward(x, y):
-        return np.less(*_promoted(x, y))
+    symbol, ufunc = "<", staticmethod(np.less)
 
 
-class Le(BoolResult):
+class Le(_Compare):
     """z = x <= y (bool, no gradient)."""
     public_name = "le"
     aliases = ("less_equal",)
-
-    @staticmethod
-    def lower(b, x, y):
-        """Native code: an ordered float compare."""
-        return b.compare("<=", x, y)
-
-    @staticmethod
-    def forward(x, y):
-        return np.less_equal(*_promoted(x, y))
+    symbol, ufunc = "<=", staticmethod(np.less_equal)
 
 
-class Gt(BoolResult):
+class Gt(_Compare):
     """z = x > y (bool, no gradient)."""
     public_name = "gt"
     aliases = ("greater",)
-
-    @staticmethod
-    def lower(b, x, y):
-        """Native code: an ordered float compare."""
-        return b.compare(">", x, y)
-
-    @staticmethod
-    def forward(x, y):
-        return np.greater(*_promoted(x, y))
+    symbol, ufunc = ">", staticmethod(np.greater)
 
 
-class Ge(BoolResult):
+class Ge(_Compare):
     """z = x >= y (bool, no gradient)."""
     public_name = "ge"
     aliases = ("greater_equal",)
-
-    @staticmethod
-    def lower(b, x, y):
-        """Native code: an ordered float compare."""
-        return b.compare(">=", x, y)
-
-    @staticmethod
-    def forward(x, y):
-        return np.greater_equal(*_promoted(x, y))
+    symbol, ufunc = ">=", staticmethod(np.greater_equal)
 
 
-class Eq(BoolResult):
+class Eq(_Compare):
     """z = x == y (bool, no gradient)."""
     public_name = "eq"
-
-    @staticmethod
-    def lower(b, x, y):
-        """Native code: an ordered float compare."""
-        return b.compare("==", x, y)
-
-    @staticmethod
-    def forward(x, y):
-        return np.equal(*_promoted(x, y))
+    symbol, ufunc = "==", staticmethod(np.equal)
 
 
-class Ne(BoolResult):
+class Ne(_Compare):
     """z = x != y (bool, no gradient)."""
     public_name = "ne"
     aliases = ("not_equal",)
-
-    @staticmethod
-    def lower(b, x, y):
-        """Native code: an ordered (unordered for !=) float compare."""
-        return b.compare("!=", x, y)
-
-    @staticmethod
-    def forward(x, y):
-        return np.not_equal(*_promoted(x, y))
+    symbol, ufunc = "!=", staticmethod(np.not_equal)
 
 
 class LogicalAnd(BoolResult):

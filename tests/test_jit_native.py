@@ -138,16 +138,17 @@ def test_split_outputs_are_views_native_code_reads():
 
 
 # ----------------------------------------------------------------------------- matmul
+K = 20  # > fuse.CONTRACT_MAX_K: BLAS; shorter sums are computed inside kernels
 MATMULS = [
-    ("mm", (3, 4), (4, 5), lambda a, b: a @ b),
-    ("transposed", (4, 3), (5, 4), lambda a, b: a.t() @ b.t()),
-    ("batched", (2, 3, 4), (2, 4, 5), lambda a, b: a @ b),
-    ("broadcast-batch", (3, 4), (6, 4, 2), lambda a, b: a @ b),
-    ("broadcast-1", (2, 1, 3, 4), (5, 4, 2), lambda a, b: a @ b),
-    ("mv", (3, 4), (4,), lambda a, b: a @ b),
-    ("vm", (4,), (4, 5), lambda a, b: a @ b),
-    ("dot", (4,), (4,), lambda a, b: a @ b),
-    ("sliced", (6, 8), (8, 3), lambda a, b: a[::2, 1:5] @ b[2:6]),
+    ("mm", (3, K), (K, 5), lambda a, b: a @ b),
+    ("transposed", (K, 3), (5, K), lambda a, b: a.t() @ b.t()),
+    ("batched", (2, 3, K), (2, K, 5), lambda a, b: a @ b),
+    ("broadcast-batch", (3, K), (6, K, 2), lambda a, b: a @ b),
+    ("broadcast-1", (2, 1, 3, K), (5, K, 2), lambda a, b: a @ b),
+    ("mv", (3, K), (K,), lambda a, b: a @ b),
+    ("vm", (K,), (K, 5), lambda a, b: a @ b),
+    ("dot", (K,), (K,), lambda a, b: a @ b),
+    ("sliced", (6, 2 * K + 8), (K + 4, 3), lambda a, b: a[::2, 1:K + 1] @ b[2:K + 2]),
 ]
 
 
@@ -161,6 +162,41 @@ def test_matmul_calls_blas_in_place(name, sa, sb, f, dtype):
         assert "matmul" not in " ".join(numpy_ops(jitted, a, b))
         assert "cblas_" in jitted.compile(a, b).llvm_ir or \
             jitted.compile(a, b).module.from_cache
+
+
+CONTRACTIONS = [
+    ("mm-then-exp", (7, 3), (3, 9), lambda a, b: (a @ b).exp()),
+    ("transposed", (3, 7), (3, 9), lambda a, b: a.t() @ b),
+    ("batched-sum", (4, 6, 5), (4, 5, 3), lambda a, b: (a @ b).sum(1)),
+    ("broadcast-left", (100, 10), (5, 10, 10), lambda a, b: ((a @ b - 1.0) ** 2).sum(2)),
+    ("broadcast-right", (4, 6, 5), (5, 3), lambda a, b: a @ b + 1.0),
+    ("k1", (4, 6, 1), (4, 1, 2), lambda a, b: a @ b),
+    ("k16", (9, 16), (16, 11), lambda a, b: a @ b),
+    ("sliced", (6, 12), (8, 3), lambda a, b: a[::2, 1:5] @ b[2:6]),
+]
+
+
+@pytest.mark.parametrize("name,sa,sb,f", CONTRACTIONS, ids=[c[0] for c in CONTRACTIONS])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_short_matmuls_run_inside_kernels(name, sa, sb, f, dtype):
+    a, b = rand(*sa, dtype=dtype), rand(*sb, dtype=dtype, seed=1)
+    jitted = ak.jit(f)
+    close(jitted(a, b), f(a, b), dtype)
+    compiled = jitted.compile(a, b)
+    assert any("matmul[K=" in repr(k) for k in compiled.kernels)
+    assert not any(type(c).__name__ == "MatmulCall"
+                   for calls in compiled.segment_calls for c in calls)
+
+
+def test_short_matmuls_of_expanded_operands():
+    x, w = rand(5, 1), rand(4, 3, seed=1)
+    for f in (lambda x, w: (x.expand(5, 4) @ w).exp(),
+              lambda x, w: x.expand(5, 4) @ w + x.expand(5, 3),
+              lambda x, w: x.expand(2, 5, 4) @ w.expand(2, 4, 3),
+              lambda x, w: x[0, 0].expand(5, 4) @ w):
+        jitted = ak.jit(f)
+        close(jitted(x, w), f(x, w))
+        assert any("matmul[K=4]" in repr(k) for k in jitted.compile(x, w).kernels)
 
 
 def test_matmul_numpy_keeps_what_blas_cannot_read():

@@ -36,6 +36,9 @@ Step = namedtuple("Step", ("op", "args", "params"))
 # reduced dims); combine None (store) or "sum", "max", "min"; dtype None (the kernel's)
 # or bool (kept as one byte, 0 or 1, as numpy does).
 Output = namedtuple("Output", ("ref", "strides", "combine", "dtype"), defaults=(None,))
+# A matmul as a step: the sum over kk < k of a[.. + kk a_stride] * b[.. + kk b_stride],
+# a and b ("in", k) inputs whose strides place row and column at the iteration point.
+Contraction = namedtuple("Contraction", ("a", "b", "k", "a_stride", "b_stride"))
 I8 = ir.IntType(8)
 BOOL = np.dtype(np.bool_)
 
@@ -78,7 +81,8 @@ class Kernel:
                    for k, o in enumerate(self.outputs))
 
     def __repr__(self):
-        ops = " ".join(getattr(s.op, "public_name", s.op.__name__) for s in self.steps)
+        ops = " ".join(f"matmul[K={s.k}]" if isinstance(s, Contraction) else
+                       getattr(s.op, "public_name", s.op.__name__) for s in self.steps)
         reduce = "".join(f" {o.combine}" for o in self.outputs if o.combine)
         return f"<kernel {self.name}: {self.dtype.name}{list(self.shape)} [{ops}{reduce}]>"
 
@@ -116,7 +120,8 @@ def lower_kernel(kernel, module, vector_bytes):
     in_ptrs, out_ptrs = list(fn.args[2:2 + n_in]), list(fn.args[2 + n_in:])
     lanes = lanes_for(kernel.dtype, vector_bytes)
     vectorizable = lanes > 1 and all(s[-1] in (0, 1) for s in kernel.strides) and all(
-        o.strides[-1] == 1 or (o.combine and o.strides[-1] == 0) for o in kernel.outputs)
+        o.strides[-1] == 1 or (o.combine and o.strides[-1] == 0) for o in kernel.outputs) \
+        and kernel.shape[-1] >= lanes  # else the vector loop would never run
     lanes = lanes if vectorizable else 1
     emit = _Emitter(b, module, kernel, in_ptrs, out_ptrs, lanes)
     if len(kernel.shape) == 1:
@@ -178,6 +183,9 @@ class _Emitter:
                 total = _combine(b, combine, old, total)
             b.store(total, address)
 
+    def contract(self, sb, step, in_bases, i):
+        return _contract_terms(self, sb, step, in_bases, i)
+
     def elements(self, sb, in_bases, out_bases, i):
         """Load the inputs at inner index i, run the steps, write the outputs."""
         b, kernel = self.b, self.kernel
@@ -196,6 +204,9 @@ class _Emitter:
 
         values = []
         for step in kernel.steps:
+            if isinstance(step, Contraction):
+                values.append(self.contract(sb, step, in_bases, i))
+                continue
             args = rules.join_args(step.op, {p: operand(a) for p, a in enumerate(step.args)
                                              if isinstance(a, tuple)}, step.params)
             values.append(step.op.lower(sb, *args))
@@ -221,6 +232,20 @@ class _Emitter:
                 value = _combine(b, out.combine, b.load(address, typ=sb.type,
                                                         align=sb.itemsize), value)
             b.store(value, address, align=sb.itemsize)
+
+
+def _contract_terms(emitter, sb, step, in_bases, i):
+    """The k products of a Contraction, added in order (fused multiply-adds)."""
+    b, kernel = emitter.b, emitter.kernel
+    total = None
+    for kk in range(step.k):
+        terms = []
+        for (_, k), stride in ((step.a, step.a_stride), (step.b, step.b_stride)):
+            base = b.add(in_bases[k], ir.Constant(I64, kk * stride))
+            terms.append(_load(b, sb, emitter.in_ptrs[k], base, kernel.strides[k][-1], i))
+        product = b.fmul(*terms, flags=("contract",))
+        total = product if total is None else b.fadd(total, product, flags=("contract",))
+    return total
 
 
 def _combine(b, combine, x, y):

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..ir import passes, printing, rules
 from ..ir.passes.cleanup import has_in_place_ops
-from ..ir.passes.fuse import REDUCTIONS, reduction_dims
+from ..ir.passes.fuse import REDUCTIONS, contraction, reduction_dims
 from ..ops.indexing import AdvancedIndex, IndexScatter
 from ..ops.join import Cat
 from ..ops.linalg import _MatrixProduct
@@ -38,6 +38,9 @@ def estimated_ns(kernel):
     """A single thread's time for `kernel` by the cost model above."""
     per_element = NS_PER_ELEMENT
     for step in kernel.steps:
+        if isinstance(step, kernels.Contraction):
+            per_element += 2 * step.k * NS_PER_STEP
+            continue
         name = getattr(step.op, "public_name", None)
         per_element += NS_PER_MATH_CALL.get(name, NS_PER_OTHER_MATH_CALL) \
             if name in _MATH_OPS else NS_PER_STEP
@@ -141,7 +144,7 @@ class Planner:
         args = graph.args_of(n)
         if op is passes.FusedKernel:
             ins = [self._layout((u, out)) for _, u, out in sorted(args)]
-            kernel, scales = _kernel_for(graph, n, f"kernel{len(self.kernels)}", ins)
+            kernel, scales, ins = _kernel_for(graph, n, f"kernel{len(self.kernels)}", ins)
             outs = [self._result(n, i, returned) for i in range(len(data["specs"]))]
             workers = (os.cpu_count() or 1) if estimated_ns(kernel) >= PARALLEL_MIN_NS \
                 else 1
@@ -485,32 +488,46 @@ def _is_plain_product(graph, n):
 
 def _kernel_for(graph, n, name, in_layouts):
     """The Kernel of FusedKernel node n reading `in_layouts`: the sub-graph's
-    elementwise ops as steps, its reductions as combining outputs; and {output: scale}
-    for means."""
+    elementwise ops as steps, its reductions as combining outputs, its matmuls as
+    Contractions (each operand once more as an input, with strides that place a row or
+    a column at each iteration point); and {output: scale} for means, and the layouts
+    of the kernel's inputs (in_layouts, then the matmul operands')."""
     sub = graph.nx.nodes[n]["params"]["graph"]
     index = {i: k for k, i in enumerate(sub.inputs)}
     steps, position, reduced = [], {}, {}
+    members = [m for m in sub.op_nodes if reduction_dims(sub, m) is None]
+    if members:
+        shape = tuple(sub.specs_of(members[0])[0].shape)
+    else:
+        shape = tuple(sub.specs_of(sub.args_of(sub.op_nodes[0])[0][1])[0].shape)
+    layouts = list(in_layouts)
+    strides = [program.broadcast_strides(layout, shape) for layout in in_layouts]
+    read_in_place = set()  # inputs an elementwise step reads at the iteration point
 
     def ref(u):
-        return ("in", index[u]) if u in index else ("tmp", position[u])
+        if u in index:
+            read_in_place.add(index[u])
+            return ("in", index[u])
+        return ("tmp", position[u])
     for m in sub.op_nodes:
         md = sub.nx.nodes[m]
         dims = reduction_dims(sub, m)
         if dims is not None:
             reduced[m] = dims
             continue
+        position[m] = len(steps)
+        if contraction(sub, m) is not None:
+            (_, a, _), (_, b, _) = sub.args_of(m)
+            a_ref, a_k = _operand(layouts, strides, in_layouts[index[a]], shape, 0)
+            b_ref, b_k = _operand(layouts, strides, in_layouts[index[b]], shape, 1)
+            steps.append(kernels.Contraction(a_ref, b_ref, contraction(sub, m), a_k, b_k))
+            continue
         args = []
         for pos, u, _ in sub.args_of(m):
             while len(args) < pos:
                 args.append(None)
             args.append(ref(u))
-        position[m] = len(steps)
         steps.append(kernels.Step(md["op"], args, md["params"]))
-    members = [m for m in sub.op_nodes if m not in reduced]
-    if members:
-        shape = tuple(sub.specs_of(members[0])[0].shape)
-    else:
-        shape = tuple(sub.specs_of(sub.args_of(next(iter(reduced)))[0][1])[0].shape)
     outputs, scales = [], {}
     for k, o in enumerate(sub.outputs):
         m = sub.args_of(o)[0][1]
@@ -523,16 +540,37 @@ def _kernel_for(graph, n, name, in_layouts):
         kept = program.contiguous_strides([n_ for d, n_ in enumerate(shape)
                                            if d not in dims])
         it = iter(kept)
-        strides = tuple(0 if d in dims else next(it) for d in range(len(shape)))
+        out_strides = tuple(0 if d in dims else next(it) for d in range(len(shape)))
         op = sub.nx.nodes[m]["op"]
-        outputs.append(kernels.Output(ref(sub.args_of(m)[0][1]), strides,
+        outputs.append(kernels.Output(ref(sub.args_of(m)[0][1]), out_strides,
                                       REDUCTIONS[op]))
         if op is Mean:
             with np.errstate(divide="ignore"):
                 scales[k] = float(np.float64(1.0) / np.prod([shape[d] for d in dims]))
-    in_strides = [program.broadcast_strides(layout, shape) for layout in in_layouts]
+    for k in range(len(in_layouts)):  # read only by matmuls: no strides to honour
+        if k not in read_in_place:
+            strides[k] = (0,) * len(shape)
     floats = {spec.dtype.np for m in sub.nx.nodes for spec in sub.specs_of(m)} - {
         np.dtype(np.bool_)}
     dtype, = floats  # fuse groups ops of one float dtype (and bools)
-    return kernels.Kernel(name, dtype, shape, in_strides, steps, outputs,
-                          [layout.dtype for layout in in_layouts]), scales
+    kernel = kernels.Kernel(name, dtype, shape, strides, steps, outputs,
+                            [layout.dtype for layout in layouts])
+    return kernel, scales, layouts
+
+
+def _operand(layouts, strides, layout, shape, which):
+    """Add matmul operand `layout` (which: 0 left, 1 right) as a kernel input read at
+    iteration points of `shape` = (..., M, N): ("in", k) and its stride along K."""
+    batch = len(shape) - 2
+    lead = batch - (len(layout.shape) - 2)
+    batch_strides = (0,) * lead + tuple(
+        0 if n == 1 and m != 1 else s
+        for n, m, s in zip(layout.shape[:-2], shape[lead:batch], layout.strides[:-2]))
+    row, col = layout.strides[-2:]
+    if which == 0:  # A[..., i, kk]: moves with i (the row), not with j
+        point, along_k = (row if layout.shape[-2] != 1 else 0, 0), col
+    else:  # B[..., kk, j]: moves with j (the column), not with i
+        point, along_k = (0, col if layout.shape[-1] != 1 else 0), row
+    layouts.append(layout)
+    strides.append(batch_strides + point)
+    return ("in", len(layouts) - 1), along_k

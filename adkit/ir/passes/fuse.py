@@ -6,7 +6,8 @@ runs the sub-graph with numpy; the jit lowers it to one native loop nest), `fuse
 `reduction_dims`. Does not: generate code. A node is fusible when its op has a `lower`
 hook, its output is float32/float64 with the same shape and dtype as the rest of its
 group, and its tensor arguments have that dtype. A sum, mean, sum_to_size, amax or
-amin over any dims joins the group of what it reduces. Groups never create a cycle.
+amin over any dims joins the group of what it reduces; a matmul with a short contracted
+dim (`contraction`) starts a group its consumers join. Groups never create a cycle.
 
     before:  c = mul a b;  d = exp c;  e = sum[dim=1] d
     after:   e = fused_kernel[graph=<mul, exp, sum[dim=1]>] a b     (d is never stored)
@@ -15,6 +16,7 @@ import numpy as np
 
 from ...autograd.function import Function
 from ...ops import reduction
+from ...ops.linalg import Bmm, Matmul, Mm
 from ...ops.reduction import Amax, Amin, Mean, Sum, SumToSize
 from ...ops.shape import Expand
 from ...tensor import _make
@@ -106,6 +108,25 @@ def reduction_dims(graph, n):
     return reduction._dims(params.get("dim"), len(shape))
 
 
+CONTRACT_MAX_K = 16  # matmuls contracting at most this many terms run inside kernels
+
+
+def contraction(graph, n):
+    """The contracted length K when node n is a matmul (mm, bmm) a kernel computes
+    inline, as K multiply-adds per element: float operands of the output's dtype, both
+    at least 2-D, 1 <= K <= CONTRACT_MAX_K (BLAS is better at long sums). Else None."""
+    data = graph.nx.nodes[n]
+    if data["kind"] != "op" or data["op"] not in (Matmul, Mm, Bmm):
+        return None
+    args = graph.args_of(n)
+    specs = [graph.specs_of(u)[out] for _, u, out in args]
+    if len(specs) != 2 or data["dtype"].np not in _NATIVE_FLOATS or \
+            any(s.dtype != data["dtype"] or len(s.shape) < 2 for s in specs):
+        return None
+    k = specs[0].shape[-1]
+    return k if 1 <= k <= CONTRACT_MAX_K else None
+
+
 def _groups(graph):
     """Fusible nodes grouped greedily in topological order, merging a node into a
     producer's group when shapes and dtypes match and no cycle results. A reduction
@@ -116,6 +137,11 @@ def _groups(graph):
     rank = {n: i for i, n in enumerate(order)}
     for n in order:
         data = graph.nx.nodes[n]
+        if contraction(graph, n) is not None:  # starts a group: it reads its operands
+            groups.append({"key": (data["shape"], data["dtype"].np), "nodes": [n],
+                           "ends": set()})  # at other indices, so they come from memory
+            group_of[n] = len(groups) - 1
+            continue
         if reduction_dims(graph, n) is not None:
             (_, u, out), = graph.args_of(n)
             key = (tuple(graph.specs_of(u)[out].shape), data["dtype"].np)
@@ -195,7 +221,8 @@ def _replace_group(g, members):
             if u in inside:
                 args[pos] = (mapping[u], 0)  # members have one output each
             else:
-                key = _source(g, u, out)
+                # a matmul reads its operands whole (rows and columns), not un-expanded
+                key = (u, out) if contraction(g, n) is not None else _source(g, u, out)
                 if key not in inputs:
                     inputs.append(key)
                     mapping[key] = sub.add_input(g.specs_of(key[0])[key[1]],

@@ -6,7 +6,8 @@ The problem, the data and the implementations are those of papers/adbench_gmm/gm
 (Srajer, Kukelova, Fitzgibbon 2018; microsoft/ADBench). For each configuration and tool it
 prints the median time of the objective alone and of objective + gradient, the paper's
 ratio gradient / objective, the gradient time relative to jax.jit's, and the first call
-(trace + compile for the jit tools). Each (tool, configuration) runs in its own subprocess:
+(trace + compile for the jit tools, with adkit's disk cache off). Each (tool,
+configuration) runs in its own subprocess:
 jax's and llvmlite's LLVMs must not share a process, and a fresh process makes first-call
 times honest. Tools that are not installed are skipped; the script always exits 0.
 """
@@ -95,7 +96,9 @@ def main():
                    "--repeats", str(args.repeats)]
             if args.quick:
                 cmd.append("--quick")
-            proc = subprocess.run(cmd, capture_output=True, text=True)
+            # no on-disk compile cache: the first call is an honest trace + compile
+            env = dict(os.environ, ADKIT_DISABLE_CACHE="1")
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
             lines = proc.stdout.strip().splitlines()
             try:
                 results[tool] = json.loads(lines[-1])

@@ -10,6 +10,7 @@ process (they abort together), and a fresh process also makes compile times hone
 """
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -157,8 +158,11 @@ def main():
     for case in CASES:
         results = {}
         for name in RUNNERS:
+            # no on-disk compile cache: case (c) measures a real compile
+            env = dict(os.environ, ADKIT_DISABLE_CACHE="1")
             out = subprocess.run([sys.executable, __file__, "--worker", name, case,
-                                  "--repeats", str(repeats)], capture_output=True, text=True)
+                                  "--repeats", str(repeats)], capture_output=True, text=True,
+                                 env=env)
             line = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else "{}"
             results[name] = json.loads(line).get("seconds")
         base = results.get("jax")

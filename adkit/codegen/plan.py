@@ -482,7 +482,7 @@ def _is_plain_product(graph, n):
         return False
     arg_specs = [graph.specs_of(u)[out] for _, u, out in graph.args_of(n)]
     out = data["specs"][0]
-    return (len(arg_specs) == 2 and len(out.shape) > 0 and out.dtype.np.kind == "f"
+    return (len(arg_specs) == 2 and out.dtype.np.kind == "f"
             and all(s.dtype == out.dtype for s in arg_specs))
 
 

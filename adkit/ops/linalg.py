@@ -56,6 +56,17 @@ class _MatrixProduct(ArrayFunction):
     grad_x = grad_out @ y^T, grad_y = x^T @ grad_out (batch dims summed back);
     jvp: z_t = x_t @ y + x @ y_t."""
 
+    @classmethod
+    def infer(cls, x, y):
+        """Shape rule for tracing (no arithmetic on big stand-ins): the op's own checks,
+        then numpy's matmul shape, as a zero-cost stand-in array."""
+        cls.check(x, y)
+        xs = x.shape if x.ndim > 1 else (1,) + x.shape
+        ys = y.shape if y.ndim > 1 else y.shape + (1,)
+        shape = np.broadcast_shapes(xs[:-2], ys[:-2]) + xs[-2:-1] * (x.ndim > 1) + \
+            ys[-1:] * (y.ndim > 1)
+        return np.broadcast_to(np.zeros((), np.result_type(x, y)), shape)
+
     @staticmethod
     def setup_context(ctx, inputs, output):
         ctx.save_for_backward(inputs[0], inputs[1])

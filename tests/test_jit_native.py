@@ -377,3 +377,74 @@ def test_threads_only_where_the_cost_model_says_one_thread_is_slower():
     assert plan.estimated_ns(kernel) == pytest.approx(1000 * (
         plan.NS_PER_ELEMENT + 2 * plan.NS_PER_OTHER_MATH_CALL + 2 * plan.NS_PER_STEP +
         plan.NS_PER_MATH_CALL["exp"]))
+
+
+# ----------------------------------------------------------------------------- random programs
+# Each instruction makes a new [n, n] value from earlier ones (picked by index), with
+# bounded functions so that no value overflows; every kind of native node appears:
+# elementwise ops, bools, reductions broadcast back, views, short matmuls, moves.
+N = 5
+INSTRUCTIONS = {
+    "tanh": lambda a, b: a.tanh(),
+    "sin": lambda a, b: a.sin(),
+    "sigmoid": lambda a, b: a.sigmoid(),
+    "mul": lambda a, b: a * b,
+    "add-scaled": lambda a, b: 0.5 * a + b * 0.25,
+    "where": lambda a, b: ak.where(a > b, a, -b),
+    "relu": lambda a, b: ak.relu(a - 0.1),
+    "row-sum": lambda a, b: a.sum(1, keepdim=True) * 0.2 + b,
+    "col-max": lambda a, b: a.amax(0, keepdim=True) - b,
+    "mean-all": lambda a, b: a - a.mean(),
+    "transpose": lambda a, b: a.t() + b,
+    "flip": lambda a, b: a.flip(0),
+    "slice-cat": lambda a, b: ak.cat([a[:, 2:], b[:, :2]], 1),
+    "matmul": lambda a, b: (a @ b) * (1.0 / N),
+    "logsumexp": lambda a, b: ak.logsumexp(a, 1, keepdim=True) - b,
+    "softmax": lambda a, b: NF.softmax(a, 0),
+    "gather": lambda a, b: a[:, np.array([0, 2, 2, 4, 1])] * b,
+    "reshape-t": lambda a, b: a.reshape(N * N).reshape(N, N).t() - b,
+    "expand-row": lambda a, b: a[1:2].expand(N, N) * b,
+    "var": lambda a, b: a.var(1, keepdim=True) * b,
+    "norm": lambda a, b: a / (1.0 + a.norm()),
+    "clamp": lambda a, b: a.clamp(-0.5, 0.5) + b,
+    "split-swap": lambda a, b: ak.cat(list(reversed(a.split([2, N - 2], 1))), 1),
+    "blas": lambda a, b: (a.repeat(1, 4) @ b.repeat(4, 1)) * (0.25 / N),  # K = 20
+    "user-function": lambda a, b: _Square.apply(a) * 0.5,
+}
+
+
+class _Square(ak.autograd.Function):
+    """A user Function: runs with numpy between native segments."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+def _program(steps):
+    def run(x, y):
+        pool = [x, y]
+        for name, i, j in steps:
+            pool.append(INSTRUCTIONS[name](pool[i % len(pool)], pool[j % len(pool)]))
+        return pool[-1], (pool[-1] * pool[-2]).sum()
+    return run
+
+
+@settings(max_examples=int(os.environ.get("ADKIT_RANDOM_PROGRAMS", 40)), deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(sorted(INSTRUCTIONS)), st.integers(0, 20),
+                          st.integers(0, 20)), min_size=1, max_size=8))
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
+def test_random_programs_and_their_gradients_match_eager(dtype, steps):
+    f = _program(steps)
+    x, y = rand(N, N, dtype=dtype), rand(N, N, dtype=dtype, seed=1)
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype == np.float64 else dict(rtol=1e-4, atol=1e-5)
+    for g in (f, F.grad(lambda x, y: f(x, y)[1], argnums=(0, 1))):
+        got, want = ak.jit(g)(x, y), g(x, y)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), **tol)

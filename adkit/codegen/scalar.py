@@ -2,7 +2,8 @@
 or for one vector of lanes at once (the same code: every value has the builder's type).
 
 Owns: the one table from math names to LLVM (instructions, intrinsics, glibc libmvec
-vector functions or vecmath.py's polynomials, libm). Does not: build loops (kernels.py) or compile (runtime.py).
+vector functions or vecmath.py's polynomials, libm). Does not: build loops (kernels.py)
+or compile (runtime.py).
 """
 import os
 

@@ -147,7 +147,7 @@ def _groups(graph):
             key = (tuple(graph.specs_of(u)[out].shape), data["dtype"].np)
             gid = group_of.get(u)
             if gid is None or u in groups[gid]["ends"] or groups[gid]["key"] != key or \
-                    not _acyclic_with(graph, groups[gid]["nodes"] + [n], rank):
+                    not _acyclic_with(graph, groups[gid]["nodes"] + [n], group_of, groups, rank):
                 groups.append({"key": key, "nodes": [], "ends": set()})
                 gid = len(groups) - 1
             groups[gid]["nodes"].append(n)
@@ -165,7 +165,7 @@ def _groups(graph):
             if gid is not None and groups[gid]["key"][0] == key[0] and \
                     dtype in (None, groups[gid]["key"][1]) and \
                     not any(v in groups[gid]["ends"] for v in args) and \
-                    _acyclic_with(graph, groups[gid]["nodes"] + [n], rank):
+                    _acyclic_with(graph, groups[gid]["nodes"] + [n], group_of, groups, rank):
                 target = gid
                 break
         if target is None:
@@ -178,26 +178,29 @@ def _groups(graph):
     return [grp["nodes"] for grp in groups]
 
 
-def _acyclic_with(graph, members, rank):
-    """Whether contracting `members` into one node keeps the graph acyclic: no path
-    leaves the group and comes back into it. Such a path only passes nodes ranked
-    (topologically) below the member it returns to, so the search stays below the
-    highest member's rank."""
+def _acyclic_with(graph, members, group_of, groups, rank):
+    """Whether contracting `members` into one node keeps the graph of groups acyclic:
+    no path leaves the group and comes back into it, where a path that reaches one
+    member of another group may go on from any of its members (that group is one node
+    too: checking nodes alone misses two groups that feed each other). Nodes after the
+    newest member (members[-1], grouping goes in topological order) are in no group
+    yet, so no path through them comes back: the search stops there."""
     inside = set(members)
-    limit = max(rank[m] for m in members)
-    stack = [v for m in members for v in graph.nx.successors(m)
-             if v not in inside and rank[v] < limit]
-    seen = set()
+    limit = rank[members[-1]]
+    stack = [v for m in members for v in graph.nx.successors(m) if v not in inside]
+    seen, seen_groups = set(), set()
     while stack:
         v = stack.pop()
-        if v in seen:
+        if v in inside:
+            return False
+        if v in seen or rank[v] > limit:
             continue
         seen.add(v)
-        for w in graph.nx.successors(v):
-            if w in inside:
-                return False
-            if rank[w] < limit and w not in seen:
-                stack.append(w)
+        stack.extend(graph.nx.successors(v))
+        gid = group_of.get(v)
+        if gid is not None and gid not in seen_groups:
+            seen_groups.add(gid)
+            stack.extend(m for m in groups[gid]["nodes"] if m not in seen)
     return True
 
 
@@ -221,8 +224,10 @@ def _replace_group(g, members):
             if u in inside:
                 args[pos] = (mapping[u], 0)  # members have one output each
             else:
-                # a matmul reads its operands whole (rows and columns), not un-expanded
-                key = (u, out) if contraction(g, n) is not None else _source(g, u, out)
+                # only elementwise ops broadcast what they read: a matmul (rows and
+                # columns) and a reduction (its iteration space) read inputs whole
+                whole = contraction(g, n) is not None or reduction_dims(g, n) is not None
+                key = (u, out) if whole else _source(g, u, out)
                 if key not in inputs:
                     inputs.append(key)
                     mapping[key] = sub.add_input(g.specs_of(key[0])[key[1]],

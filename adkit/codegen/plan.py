@@ -57,12 +57,12 @@ def root(array):
 class Planner:
     """Decides where each value lives and what runs where, once per Compiled.
 
-    Values of float dtypes get a Layout: inputs and constants their own buffers, a
-    kernel's or a matmul's results fresh contiguous buffers (reused between calls, or
-    handed out for graph outputs), views a Layout of their base's buffer (found by
-    running the op's numpy forward on a probe array and reading the strides numpy
-    chose). A numpy step's float result that native code reads is copied into a buffer
-    (contiguous) right after the step. Native nodes are scheduled into as few segments
+    Values of float and bool dtypes get a Layout: inputs and constants their own
+    buffers; the results of kernels, matmuls and copies fresh contiguous buffers (reused
+    between calls, or handed out for graph outputs); views a Layout of their base's
+    buffer (found by running the op's numpy forward on a probe array and reading the
+    strides numpy chose). A numpy step's result that native code reads is put in a
+    buffer (contiguous, checked against its traced spec) right after the step. Native nodes are scheduled into as few segments
     as the dependencies allow."""
 
     def __init__(self, graph):

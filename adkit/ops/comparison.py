@@ -157,49 +157,40 @@ class Ne(_Compare):
     symbol, ufunc = "!=", staticmethod(np.not_equal)
 
 
-class LogicalAnd(BoolResult):
+def _lower_logic(cls, b, x, y):
+    """Native code shared by logical and bitwise ops: `cls.logic` (and_, or_, xor) of
+    the operands' truth values (bools as they are; on bools bitwise is logical, and
+    bools are the only fusible dtype besides floats)."""
+    return getattr(b.b, cls.logic)(b.truth(x), b.truth(y))
+
+
+class _Logical(BoolResult):
+    """z = numpy's logical `ufunc` of x != 0 and y != 0 (operands not promoted)."""
+    promotes = False
+    ufunc = logic = None
+    lower = classmethod(_lower_logic)
+
+    @classmethod
+    def forward(cls, x, y):
+        return cls.ufunc(x, y)
+
+
+class LogicalAnd(_Logical):
     """z = (x != 0) and (y != 0) (bool, no gradient)."""
     public_name = "logical_and"
-    promotes = False
-
-    @staticmethod
-    def lower(b, x, y):
-        """Native code: and of the truth values."""
-        return b.b.and_(b.truth(x), b.truth(y))
-
-    @staticmethod
-    def forward(x, y):
-        return np.logical_and(x, y)
+    ufunc, logic = staticmethod(np.logical_and), "and_"
 
 
-class LogicalOr(BoolResult):
+class LogicalOr(_Logical):
     """z = (x != 0) or (y != 0) (bool, no gradient)."""
     public_name = "logical_or"
-    promotes = False
-
-    @staticmethod
-    def lower(b, x, y):
-        """Native code: or of the truth values."""
-        return b.b.or_(b.truth(x), b.truth(y))
-
-    @staticmethod
-    def forward(x, y):
-        return np.logical_or(x, y)
+    ufunc, logic = staticmethod(np.logical_or), "or_"
 
 
-class LogicalXor(BoolResult):
+class LogicalXor(_Logical):
     """z = (x != 0) xor (y != 0) (bool, no gradient)."""
     public_name = "logical_xor"
-    promotes = False
-
-    @staticmethod
-    def lower(b, x, y):
-        """Native code: xor of the truth values."""
-        return b.b.xor(b.truth(x), b.truth(y))
-
-    @staticmethod
-    def forward(x, y):
-        return np.logical_xor(x, y)
+    ufunc, logic = staticmethod(np.logical_xor), "xor"
 
 
 class LogicalNot(BoolResult):
@@ -274,52 +265,36 @@ class _Bitwise(BoolResult):
                                 "integer/bool scalar, not float")
 
 
-class BitwiseAnd(_Bitwise):
+class _BitwiseBinary(_Bitwise):
+    """z = numpy's bitwise `ufunc` of x and y in their common dtype."""
+    ufunc = logic = None
+    lower = classmethod(_lower_logic)
+
+    @classmethod
+    def forward(cls, x, y):
+        cls._check(x, y)
+        return np.asarray(cls.ufunc(*_promoted(x, y)))
+
+
+class BitwiseAnd(_BitwiseBinary):
     """z = x & y (bitwise; logical for bool)."""
     public_name = "bitwise_and"
     kernel = "bitwise_and_cpu"
-
-    @staticmethod
-    def lower(b, x, y):
-        """Native code: on bools (the only fusible dtype), and."""
-        return b.b.and_(b.truth(x), b.truth(y))
-
-    @staticmethod
-    def forward(x, y):
-        BitwiseAnd._check(x, y)
-        return np.asarray(np.bitwise_and(*_promoted(x, y)))
+    ufunc, logic = staticmethod(np.bitwise_and), "and_"
 
 
-class BitwiseOr(_Bitwise):
+class BitwiseOr(_BitwiseBinary):
     """z = x | y (bitwise; logical for bool)."""
     public_name = "bitwise_or"
     kernel = "bitwise_or_cpu"
-
-    @staticmethod
-    def lower(b, x, y):
-        """Native code: on bools (the only fusible dtype), or."""
-        return b.b.or_(b.truth(x), b.truth(y))
-
-    @staticmethod
-    def forward(x, y):
-        BitwiseOr._check(x, y)
-        return np.asarray(np.bitwise_or(*_promoted(x, y)))
+    ufunc, logic = staticmethod(np.bitwise_or), "or_"
 
 
-class BitwiseXor(_Bitwise):
+class BitwiseXor(_BitwiseBinary):
     """z = x ^ y (bitwise; logical for bool)."""
     public_name = "bitwise_xor"
     kernel = "bitwise_xor_cpu"
-
-    @staticmethod
-    def lower(b, x, y):
-        """Native code: on bools (the only fusible dtype), xor."""
-        return b.b.xor(b.truth(x), b.truth(y))
-
-    @staticmethod
-    def forward(x, y):
-        BitwiseXor._check(x, y)
-        return np.asarray(np.bitwise_xor(*_promoted(x, y)))
+    ufunc, logic = staticmethod(np.bitwise_xor), "xor"
 
 
 class BitwiseNot(_Bitwise):

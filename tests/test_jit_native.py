@@ -40,6 +40,7 @@ REDUCTIONS = [
     ("mean", lambda x, d, k: x.mean(d, keepdim=k)),
     ("amax", lambda x, d, k: x.amax(d, keepdim=k)),
     ("amin", lambda x, d, k: x.amin(d, keepdim=k)),
+    ("prod", lambda x, d, k: (x * 0.3 + 1.0).prod(d, keepdim=k)),
 ]
 
 

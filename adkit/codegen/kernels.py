@@ -33,7 +33,7 @@ F64 = ir.DoubleType()
 # Python value (a static param); `params` hold the op's named static arguments.
 Step = namedtuple("Step", ("op", "args", "params"))
 # One output: `ref` ("in", k) or ("tmp", j); strides over the iteration space (0 along
-# reduced dims); combine None (store) or "sum", "max", "min"; dtype None (the kernel's)
+# reduced dims); combine None (store) or "sum", "prod", "max", "min"; dtype None (the kernel's)
 # or bool (kept as one byte, 0 or 1, as numpy does).
 Output = namedtuple("Output", ("ref", "strides", "combine", "dtype"), defaults=(None,))
 # A matmul as a step: the sum over kk < k of a[.. + kk a_stride] * b[.. + kk b_stride],
@@ -42,7 +42,7 @@ Contraction = namedtuple("Contraction", ("a", "b", "k", "a_stride", "b_stride"))
 I8 = ir.IntType(8)
 BOOL = np.dtype(np.bool_)
 
-IDENTITY = {"sum": 0.0, "max": -np.inf, "min": np.inf}
+IDENTITY = {"sum": 0.0, "prod": 1.0, "max": -np.inf, "min": np.inf}
 
 
 class Kernel:
@@ -249,9 +249,11 @@ def _contract_terms(emitter, sb, step, in_bases, i):
 
 
 def _combine(b, combine, x, y):
-    """x + y, max(x, y) or min(x, y); max and min propagate NaN, as numpy's do."""
+    """x + y, x * y, max(x, y) or min(x, y); max and min propagate NaN, as numpy's do."""
     if combine == "sum":
         return b.fadd(x, y)
+    if combine == "prod":
+        return b.fmul(x, y)
     keep_x = b.fcmp_unordered(">=" if combine == "max" else "<=", x, y)  # x NaN: keep x
     pick = b.select(keep_x, x, y)
     return b.select(b.fcmp_unordered("uno", y, y), y, pick)  # y NaN: y

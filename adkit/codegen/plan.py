@@ -62,8 +62,8 @@ class Planner:
     between calls, or handed out for graph outputs); views a Layout of their base's
     buffer (found by running the op's numpy forward on a probe array and reading the
     strides numpy chose). A numpy step's result that native code reads is put in a
-    buffer (contiguous, checked against its traced spec) right after the step. Native nodes are scheduled into as few segments
-    as the dependencies allow."""
+    buffer (contiguous, checked against its traced spec) right after the step. Native
+    nodes are scheduled into as few segments as the dependencies allow."""
 
     def __init__(self, graph):
         self.graph = graph

@@ -5,9 +5,10 @@ Owns: `FusedKernel` (a Function whose params hold the fused sub-graph: evaluatin
 runs the sub-graph with numpy; the jit lowers it to one native loop nest), `fuse` and
 `reduction_dims`. Does not: generate code. A node is fusible when its op has a `lower`
 hook, its output is float32/float64 with the same shape and dtype as the rest of its
-group, and its tensor arguments have that dtype. A sum, mean, sum_to_size, amax or
-amin over any dims joins the group of what it reduces; a matmul with a short contracted
-dim (`contraction`) starts a group its consumers join. Groups never create a cycle.
+group, and its tensor arguments have that dtype. A sum, mean, sum_to_size, prod, amax
+or amin over any dims joins the group of what it reduces; a matmul with a short
+contracted dim (`contraction`) starts a group its consumers join. Groups never create
+a cycle.
 
     before:  c = mul a b;  d = exp c;  e = sum[dim=1] d
     after:   e = fused_kernel[graph=<mul, exp, sum[dim=1]>] a b     (d is never stored)
@@ -17,7 +18,7 @@ import numpy as np
 from ...autograd.function import Function
 from ...ops import reduction
 from ...ops.linalg import Bmm, Matmul, Mm
-from ...ops.reduction import Amax, Amin, Mean, Sum, SumToSize
+from ...ops.reduction import Amax, Amin, Mean, Prod, Sum, SumToSize
 from ...ops.shape import Expand
 from ...tensor import _make
 from .. import evaluate
@@ -26,7 +27,8 @@ from .cleanup import has_in_place_ops
 
 
 _NATIVE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # what kernels compute in
-REDUCTIONS = {Sum: "sum", Mean: "sum", SumToSize: "sum", Amax: "max", Amin: "min"}
+REDUCTIONS = {Sum: "sum", Mean: "sum", SumToSize: "sum", Prod: "prod", Amax: "max",
+              Amin: "min"}
 
 
 class FusedKernel(Function):
@@ -91,8 +93,8 @@ def fuse(graph):
 
 def reduction_dims(graph, n):
     """The dims fused reduction node n combines over (of its input's shape), or None
-    when n is not one: sum, mean, sum_to_size, amax or amin of a float tensor into the
-    same dtype. A kernel combines such a node's values as it makes them."""
+    when n is not one: sum, mean, sum_to_size, prod, amax or amin of a float tensor
+    into the same dtype. A kernel combines such a node's values as it makes them."""
     data = graph.nx.nodes[n]
     if data["kind"] != "op" or data["op"] not in REDUCTIONS:
         return None

@@ -341,6 +341,31 @@ def test_decomposed_ops_run_natively(name, f, dtype):
     assert step_kinds(jitted, x) == ["SegmentStep"]
 
 
+EINSUMS = [("ij,jk->ik", [(3, 4), (4, 5)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+           ("ij,ij->i", [(3, 4), (3, 4)]), ("i,j->ij", [(3,), (4,)]),
+           ("ijk,ikl->jl", [(2, 3, 4), (2, 4, 5)]), ("ij->", [(3, 4)]),
+           ("ijk,kl->lji", [(2, 3, 4), (4, 5)]), ("ik,jk->", [(3, 4), (5, 4)]),
+           ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]), (",i,j->ij", [(), (3,), (4,)]),
+           ("ij,jk->ik", [(3, 40), (40, 5)])]  # the last one through BLAS
+
+
+@pytest.mark.parametrize("equation,shapes", EINSUMS, ids=[e for e, _ in EINSUMS])
+def test_einsum_runs_natively(equation, shapes):
+    xs = [rand(*s, seed=i) for i, s in enumerate(shapes)]
+    f = lambda *xs: ak.einsum(equation, *xs)  # noqa: E731
+    g = F.grad(lambda *xs: (ak.einsum(equation, *xs) ** 2).sum(),
+               argnums=tuple(range(len(xs))))
+    for h in (f, g):
+        jitted = ak.jit(h)
+        got, want = jitted(*xs), h(*xs)
+        for a, b in zip(got if isinstance(got, tuple) else [got],
+                        want if isinstance(want, tuple) else [want]):
+            close(a, b)
+        assert numpy_ops(jitted, *xs) == []
+    diagonal = rand(3, 3)  # a repeated label: numpy's einsum
+    assert numpy_ops(ak.jit(lambda y: ak.einsum("ii->i", y)), diagonal) == ["Einsum"]
+
+
 def test_decompositions_that_do_not_apply_leave_the_node():
     x = rand(1, 3)
     for f in (lambda x: x.var(0),  # n - correction = 0: numpy warns, the node stays

@@ -1,10 +1,10 @@
 """decompose: replace an op node by the primitive ops that compute it, so that fusion
 can put those primitives into kernels with their neighbours.
 
-Owns: `decompose` and `DECOMPOSITIONS` ({op class: function of adkit ops}: logsumexp,
-softmax, log_softmax, var, std, norm with p = 1, 2). Each decomposition is traced on the
-node's argument specs and inlined in its place; one that raises `Skip` (it does not
-apply to these arguments) leaves the node as it is.
+Owns: `decompose` and `DECOMPOSITIONS` ({op class: function of adkit ops}: einsum
+without repeated labels, logsumexp, softmax, log_softmax, var, std, norm with p = 1, 2).
+Each decomposition is traced on the node's argument specs and inlined in its place;
+one that raises `Skip` (it does not apply to these arguments) leaves the node as it is.
 Does not: fuse (fuse.py) or clean up what is left (dce).
 
     before:  b = logsumexp[dim=1] a
@@ -14,6 +14,7 @@ Does not: fuse (fuse.py) or clean up what is left (dce).
 import numpy as np
 
 from ...ops.binary import Maximum, Minimum
+from ...ops.linalg import Einsum
 from ...ops.nn import LogSoftmax, Softmax
 from ...ops.reduction import Logsumexp, Norm, Std, Var
 from .. import rules
@@ -86,7 +87,60 @@ def norm(x, dim=None, keepdim=False, p=2.0):
         x.abs().sum(dims, keepdim=keepdim)
 
 
-DECOMPOSITIONS = {Logsumexp: logsumexp, Softmax: softmax, LogSoftmax: log_softmax,
+def einsum(equation, *operands):
+    """Operands with distinct labels each, taken two at a time from the left: labels no
+    later operand and not the output has are summed first; batch, free and contracted
+    labels are moved into place (views) for one batched matmul, whose result carries
+    the labels still needed. Other equations (a repeated label) stay one node."""
+    lhs, out = equation.split("->")
+    terms = lhs.split(",")
+    if any(len(set(t)) != len(t) for t in terms) or \
+            len({o.dtype for o in operands}) != 1:
+        raise Skip
+    ops = list(zip(terms, operands))
+    while len(ops) > 1:
+        (ta, a), (tb, b) = ops[:2]
+        later = "".join(t for t, _ in ops[2:]) + out
+        keep = "".join(c for c in dict.fromkeys(ta + tb) if c in later)
+        ops[:2] = [(keep, _einsum_pair(ta, a, tb, b, keep))]
+    (t, x), = ops
+    x = _sum_labels(t, x, out)
+    t = "".join(c for c in t if c in out)
+    return _permute(x, [t.index(c) for c in out])
+
+
+def _sum_labels(t, x, keep):
+    """x (labels t) summed over its labels not in `keep`."""
+    drop = tuple(i for i, c in enumerate(t) if c not in keep)
+    return x.sum(drop) if drop else x
+
+
+def _einsum_pair(ta, a, tb, b, out):
+    """einsum(f"{ta},{tb}->{out}", a, b) as one batched matmul."""
+    a, ta = _sum_labels(ta, a, tb + out), "".join(c for c in ta if c in tb + out)
+    b, tb = _sum_labels(tb, b, ta + out), "".join(c for c in tb if c in ta + out)
+    size = {c: n for t, x in ((ta, a), (tb, b)) for c, n in zip(t, x.shape)}
+    batch = [c for c in ta if c in tb and c in out]
+    contract = [c for c in ta if c in tb and c not in out]
+    a_free = [c for c in ta if c not in tb]
+    b_free = [c for c in tb if c not in ta]
+
+    def count(labels):
+        return int(np.prod([size[c] for c in labels], dtype=np.int64))
+    a = _permute(a, [ta.index(c) for c in batch + a_free + contract]).reshape(
+        (count(batch), count(a_free), count(contract)))
+    b = _permute(b, [tb.index(c) for c in batch + contract + b_free]).reshape(
+        (count(batch), count(contract), count(b_free)))
+    order = batch + a_free + b_free
+    product = (a @ b).reshape(tuple(size[c] for c in order))
+    return _permute(product, [order.index(c) for c in out])
+
+
+def _permute(x, order):
+    return x if order == sorted(order) else x.permute(tuple(order))
+
+
+DECOMPOSITIONS = {Einsum: einsum, Logsumexp: logsumexp, Softmax: softmax, LogSoftmax: log_softmax,
                   Var: var, Std: std, Norm: norm}
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 

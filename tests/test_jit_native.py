@@ -474,3 +474,11 @@ def test_random_programs_and_their_gradients_match_eager(dtype, steps):
         got, want = ak.jit(g)(x, y), g(x, y)
         for a, b in zip(got, want):
             np.testing.assert_allclose(a.numpy(), b.numpy(), **tol)
+
+
+def test_big_element_moves_stay_with_numpy():
+    """Index tables cost two int64 per element: above ~1M elements numpy copies."""
+    x = rand(1500, 1000)
+    jitted = ak.jit(lambda x: x.t().reshape(-1) * 2)
+    close(jitted(x), x.t().reshape(-1) * 2)
+    assert numpy_ops(jitted, x) == ["Reshape"]

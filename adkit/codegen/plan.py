@@ -193,6 +193,8 @@ class Planner:
                 or 0 in spec.shape:
             return None
         size = int(np.prod(spec.shape))
+        if size + sum(int(np.prod(x.shape)) for x in layouts) > _MOVE_MAX_ELEMENTS:
+            return None  # its index tables would cost more memory than numpy's copy
         if op is IndexScatter and not params["basic"]:  # np.add.at: repeats accumulate
             (layout,) = layouts
             dst = np.arange(size, dtype=np.int64).reshape(spec.shape)[params["key"]]
@@ -425,7 +427,9 @@ class NumpyStep:
             raise
 
 
-# ops that only move elements: native code copies them with index tables
+# ops that only move elements: native code copies them with index tables (two int64
+# per element moved, so only up to this many elements)
+_MOVE_MAX_ELEMENTS = 1 << 20
 _MOVES = (Cat, AdvancedIndex, IndexScatter, Reshape, Flip)
 
 

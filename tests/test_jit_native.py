@@ -479,6 +479,19 @@ def test_random_programs_and_their_gradients_match_eager(dtype, steps):
 def test_big_element_moves_stay_with_numpy():
     """Index tables cost two int64 per element: above ~1M elements numpy copies."""
     x = rand(1500, 1000)
-    jitted = ak.jit(lambda x: x.t().reshape(-1) * 2)
-    close(jitted(x), x.t().reshape(-1) * 2)
-    assert numpy_ops(jitted, x) == ["Reshape"]
+    jitted = ak.jit(lambda x: ak.cat([x, x[:10]], 0) * 2)
+    close(jitted(x), ak.cat([x, x[:10]], 0) * 2)
+    assert numpy_ops(jitted, x) == ["Cat"]
+
+
+@pytest.mark.parametrize("f", [lambda x: x.t().reshape(-1) * 2, lambda x: x.t().contiguous(),
+                               lambda x: x[::2].clone() + 1,
+                               lambda x: x.t().reshape(x.shape[0], -1)[1:3]],
+                         ids=["reshape", "contiguous", "clone", "reshape-slice"])
+@pytest.mark.parametrize("shape", [(1500, 1000), (7, 5)], ids=["big", "small"])
+def test_copies_are_strided_copy_loops(f, shape):
+    x = rand(*shape)
+    jitted = ak.jit(f)
+    np.testing.assert_array_equal(jitted(x).numpy(), f(x).numpy())
+    assert numpy_ops(jitted, x) == []
+    assert any("[copy]" in repr(k) for k in jitted.compile(x).kernels)

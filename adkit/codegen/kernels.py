@@ -84,7 +84,8 @@ class Kernel:
         ops = " ".join(f"matmul[K={s.k}]" if isinstance(s, Contraction) else
                        getattr(s.op, "public_name", s.op.__name__) for s in self.steps)
         reduce = "".join(f" {o.combine}" for o in self.outputs if o.combine)
-        return f"<kernel {self.name}: {self.dtype.name}{list(self.shape)} [{ops}{reduce}]>"
+        body = f"{ops}{reduce}" or "copy"
+        return f"<kernel {self.name}: {self.dtype.name}{list(self.shape)} [{body}]>"
 
 
 ElementwiseKernel = Kernel  # the name it had before reductions joined

@@ -17,6 +17,7 @@ from ..ops.join import Cat
 from ..ops.linalg import _MatrixProduct
 from ..ops.reduction import Mean
 from ..ops.shape import Flip, Reshape, View
+from ..ops.unary import Clone
 from ..tensor import Tensor, _make
 from . import kernels, program
 
@@ -145,14 +146,7 @@ class Planner:
         if op is passes.FusedKernel:
             ins = [self._layout((u, out)) for _, u, out in sorted(args)]
             kernel, scales, ins = _kernel_for(graph, n, f"kernel{len(self.kernels)}", ins)
-            outs = [self._result(n, i, returned) for i in range(len(data["specs"]))]
-            workers = (os.cpu_count() or 1) if estimated_ns(kernel) >= PARALLEL_MIN_NS \
-                else 1
-            call = program.KernelCall(kernel, ins, outs, workers, scales)
-            self.kernels.append(kernel)
-            self.kernel_calls.append(call)
-            self.calls[n] = call
-            return "kernel"
+            return self._kernel_call(n, kernel, ins, scales, returned)
         if _is_plain_product(graph, n):
             a, b = (self._layout((u, out)) for _, u, out in sorted(args))
             out = program.Layout(None, 0, tuple(data["specs"][0].shape),
@@ -172,12 +166,29 @@ class Planner:
                 for i, layout in enumerate(views):
                     self.layouts[(n, i)] = layout
                 return "view"
+        if isinstance(op, type) and issubclass(op, _COPIES) and len(args) == 1 and data["specs"][0].dtype.np in _FLOATS and \
+                self._layout((args[0][1], args[0][2])) is not None:
+            # a copy in the input's own order: the loop reads it strided, writes C order
+            layout = self.layouts[(args[0][1], args[0][2])]
+            out = kernels.Output(("in", 0), program.contiguous_strides(layout.shape), None)
+            kernel = kernels.Kernel(f"kernel{len(self.kernels)}", layout.dtype,
+                                    layout.shape, [layout.strides], [], [out])
+            return self._kernel_call(n, kernel, [layout], {}, returned)
         if op in _MOVES and len(data["specs"]) == 1 and data["specs"][0].dtype.np in _FLOATS:
             call = self._copy_call(n, returned)
             if call is not None:
                 self.calls[n] = call
                 return "copy"
         return "numpy"
+
+    def _kernel_call(self, n, kernel, ins, scales, returned):
+        outs = [self._result(n, i, returned) for i in range(len(self.graph.specs_of(n)))]
+        workers = (os.cpu_count() or 1) if estimated_ns(kernel) >= PARALLEL_MIN_NS else 1
+        call = program.KernelCall(kernel, ins, outs, workers, scales)
+        self.kernels.append(kernel)
+        self.kernel_calls.append(call)
+        self.calls[n] = call
+        return "kernel"
 
     def _copy_call(self, n, returned):
         """A CopyCall for an op that only moves elements (cat, x[index], the
@@ -430,7 +441,9 @@ class NumpyStep:
 # ops that only move elements: native code copies them with index tables (two int64
 # per element moved, so only up to this many elements)
 _MOVE_MAX_ELEMENTS = 1 << 20
-_MOVES = (Cat, AdvancedIndex, IndexScatter, Reshape, Flip)
+_MOVES = (Cat, AdvancedIndex, IndexScatter, Flip)
+# ops that copy their input in its own (C) order: one strided copy loop, any size
+_COPIES = (Reshape, Clone)  # and their subclasses (contiguous is a clone)
 
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))

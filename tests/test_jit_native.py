@@ -479,15 +479,20 @@ def test_random_programs_and_their_gradients_match_eager(dtype, steps):
 def test_big_element_moves_stay_with_numpy():
     """Index tables cost two int64 per element: above ~1M elements numpy copies."""
     x = rand(1500, 1000)
-    jitted = ak.jit(lambda x: ak.cat([x, x[:10]], 0) * 2)
-    close(jitted(x), ak.cat([x, x[:10]], 0) * 2)
-    assert numpy_ops(jitted, x) == ["Cat"]
+    index = np.arange(1000)[::-1] % 999
+    jitted = ak.jit(lambda x: x[:, index] * 2)
+    close(jitted(x), x[:, index] * 2)
+    assert numpy_ops(jitted, x) == ["AdvancedIndex"]
 
 
 @pytest.mark.parametrize("f", [lambda x: x.t().reshape(-1) * 2, lambda x: x.t().contiguous(),
                                lambda x: x[::2].clone() + 1,
-                               lambda x: x.t().reshape(x.shape[0], -1)[1:3]],
-                         ids=["reshape", "contiguous", "clone", "reshape-slice"])
+                               lambda x: x.t().reshape(x.shape[0], -1)[1:3],
+                               lambda x: x.flip((0, 1)), lambda x: x.t().flip(1) * 2,
+                               lambda x: ak.cat([x[:, :3], x.t()[:3].t(), x], 1),
+                               lambda x: ak.cat([x.t(), x.t()], 0)],
+                         ids=["reshape", "contiguous", "clone", "reshape-slice", "flip",
+                              "flip-transposed", "cat", "cat-transposed"])
 @pytest.mark.parametrize("shape", [(1500, 1000), (7, 5)], ids=["big", "small"])
 def test_copies_are_strided_copy_loops(f, shape):
     x = rand(*shape)

@@ -16,7 +16,7 @@ from ..ops.indexing import AdvancedIndex, IndexScatter
 from ..ops.join import Cat
 from ..ops.linalg import _MatrixProduct
 from ..ops.reduction import Mean
-from ..ops.shape import Flip, Reshape, View
+from ..ops.shape import Flip, Reshape, View, _flip_axes
 from ..ops.unary import Clone
 from ..tensor import Tensor, _make
 from . import kernels, program
@@ -166,14 +166,10 @@ class Planner:
                 for i, layout in enumerate(views):
                     self.layouts[(n, i)] = layout
                 return "view"
-        if isinstance(op, type) and issubclass(op, _COPIES) and len(args) == 1 and data["specs"][0].dtype.np in _FLOATS and \
-                self._layout((args[0][1], args[0][2])) is not None:
-            # a copy in the input's own order: the loop reads it strided, writes C order
-            layout = self.layouts[(args[0][1], args[0][2])]
-            out = kernels.Output(("in", 0), program.contiguous_strides(layout.shape), None)
-            kernel = kernels.Kernel(f"kernel{len(self.kernels)}", layout.dtype,
-                                    layout.shape, [layout.strides], [], [out])
-            return self._kernel_call(n, kernel, [layout], {}, returned)
+        copies = self._copy_loops(n, returned)
+        if copies is not None:
+            self.calls[n] = copies
+            return "kernel"
         if op in _MOVES and len(data["specs"]) == 1 and data["specs"][0].dtype.np in _FLOATS:
             call = self._copy_call(n, returned)
             if call is not None:
@@ -183,12 +179,55 @@ class Planner:
 
     def _kernel_call(self, n, kernel, ins, scales, returned):
         outs = [self._result(n, i, returned) for i in range(len(self.graph.specs_of(n)))]
+        self.calls[n] = self._add_kernel(kernel, ins, outs, scales)
+        return "kernel"
+
+    def _add_kernel(self, kernel, ins, outs, scales=None):
         workers = (os.cpu_count() or 1) if estimated_ns(kernel) >= PARALLEL_MIN_NS else 1
         call = program.KernelCall(kernel, ins, outs, workers, scales)
         self.kernels.append(kernel)
         self.kernel_calls.append(call)
-        self.calls[n] = call
-        return "kernel"
+        return call
+
+    def _copy_loops(self, n, returned):
+        """Strided copy loops (kernels without steps) for ops that copy elements in
+        an order strides can describe: a reshape that must copy, clone and contiguous
+        (the input in its own order), flip (the input read with negated strides), cat
+        (each input into its slice of the output). None for other nodes."""
+        graph = self.graph
+        data = graph.nx.nodes[n]
+        op, spec = data["op"], data["specs"][0]
+        if not (isinstance(op, type) and issubclass(op, _COPIES + (Flip, Cat))) or \
+                len(data["specs"]) != 1 or spec.dtype.np not in _FLOATS:
+            return None
+        layouts = [self._layout((u, out)) for _, u, out in graph.args_of(n)]
+        if not layouts or any(x is None or x.dtype != spec.dtype.np for x in layouts):
+            return None
+        if op is Flip:
+            (layout,) = layouts
+            offset, strides = layout.offset, list(layout.strides)
+            axes = _flip_axes(data["params"]["dims"], len(layout.shape)) if layout.shape \
+                else ()  # a 0-d value flips to itself
+            for axis in axes:
+                offset += (layout.shape[axis] - 1) * strides[axis]
+                strides[axis] = -strides[axis]
+            layouts = [layout._replace(offset=offset, strides=tuple(strides))]
+        if op is not Cat:
+            if len(layouts) != 1:
+                return None
+            out = self._result(n, 0, returned)  # C order of the input is the result's
+            written = program.contiguous_strides(layouts[0].shape)
+            return self._add_kernel(_copy_kernel(self, layouts[0], written), layouts, [out])
+        if any(len(x.shape) != len(spec.shape) for x in layouts):
+            return None  # PyTorch's legacy skipping of empty 1-D inputs: numpy's job
+        out = self._result(n, 0, returned)
+        dim, start, calls = data["params"]["dim"] % len(spec.shape), 0, []
+        for layout in layouts:  # each input into its slice of the output
+            piece = out._replace(offset=start * out.strides[dim], shape=layout.shape)
+            calls.append(self._add_kernel(_copy_kernel(self, layout, out.strides),
+                                          [layout], [piece]))
+            start += layout.shape[dim]
+        return calls
 
     def _copy_call(self, n, returned):
         """A CopyCall for an op that only moves elements (cat, x[index], the
@@ -256,8 +295,9 @@ class Planner:
                 if kind[n] != "numpy" and deps[n] <= done:
                     natives.append(n)
                     done.add(n)
-            calls = [self.calls[n] for n in natives
-                     if kind[n] in ("kernel", "matmul", "copy")]
+            calls = [call for n in natives if kind[n] in ("kernel", "matmul", "copy")
+                     for call in (self.calls[n] if isinstance(self.calls[n], list)
+                                  else [self.calls[n]])]
             if calls:
                 self.steps.append(f"segment{len(self.segments)}")
                 self.segments.append(calls)
@@ -441,12 +481,19 @@ class NumpyStep:
 # ops that only move elements: native code copies them with index tables (two int64
 # per element moved, so only up to this many elements)
 _MOVE_MAX_ELEMENTS = 1 << 20
-_MOVES = (Cat, AdvancedIndex, IndexScatter, Flip)
+_MOVES = (Cat, AdvancedIndex, IndexScatter)  # cat: when a strided copy cannot do it
 # ops that copy their input in its own (C) order: one strided copy loop, any size
 _COPIES = (Reshape, Clone)  # and their subclasses (contiguous is a clone)
 
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _copy_kernel(planner, layout, out_strides):
+    """A kernel with no steps: `layout`'s elements, in its own order, to out_strides."""
+    out = kernels.Output(("in", 0), out_strides, None)
+    return kernels.Kernel(f"kernel{len(planner.kernels)}", layout.dtype, layout.shape,
+                          [layout.strides], [], [out])
 
 
 def _native_dtype(spec):

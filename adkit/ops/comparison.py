@@ -207,46 +207,42 @@ class LogicalNot(BoolResult):
         return np.logical_not(x)
 
 
-class Isnan(BoolResult):
+class _FloatTest(BoolResult):
+    """z = numpy's `ufunc` test of each element; integers and bools are never nan or
+    inf, so they all get `otherwise`. In a kernel: `symbol` compares x with itself
+    ("uno": nan) or |x| with inf."""
+    ufunc = symbol = otherwise = None
+
+    @classmethod
+    def lower(cls, b, x):
+        """Native code: x unordered with itself, or |x| compared with inf."""
+        if cls.symbol == "uno":
+            return b.compare("uno", x, x)
+        return b.compare(cls.symbol, b.fabs(x), float("inf"))
+
+    @classmethod
+    def forward(cls, x):
+        if x.dtype.kind == "f":
+            return cls.ufunc(x)
+        return np.full(x.shape, cls.otherwise, np.bool_)
+
+
+class Isnan(_FloatTest):
     """z = x is nan (bool, no gradient)."""
     public_name = "isnan"
-
-    @staticmethod
-    def lower(b, x):
-        """Native code: x unordered with itself."""
-        return b.compare("uno", x, x)
-
-    @staticmethod
-    def forward(x):
-        return np.isnan(x) if x.dtype.kind == "f" else np.zeros(x.shape, np.bool_)
+    ufunc, symbol, otherwise = staticmethod(np.isnan), "uno", False
 
 
-class Isfinite(BoolResult):
+class Isfinite(_FloatTest):
     """z = x is neither inf nor nan (bool, no gradient)."""
     public_name = "isfinite"
-
-    @staticmethod
-    def lower(b, x):
-        """Native code: |x| < inf (False for nan)."""
-        return b.compare("<", b.fabs(x), float("inf"))
-
-    @staticmethod
-    def forward(x):
-        return np.isfinite(x) if x.dtype.kind == "f" else np.ones(x.shape, np.bool_)
+    ufunc, symbol, otherwise = staticmethod(np.isfinite), "<", True  # False for nan
 
 
-class Isinf(BoolResult):
+class Isinf(_FloatTest):
     """z = x is +inf or -inf (bool, no gradient)."""
     public_name = "isinf"
-
-    @staticmethod
-    def lower(b, x):
-        """Native code: |x| == inf."""
-        return b.compare("==", b.fabs(x), float("inf"))
-
-    @staticmethod
-    def forward(x):
-        return np.isinf(x) if x.dtype.kind == "f" else np.zeros(x.shape, np.bool_)
+    ufunc, symbol, otherwise = staticmethod(np.isinf), "==", False
 
 
 class _Bitwise(BoolResult):

@@ -43,18 +43,38 @@ def test_forward_ad_tangent_dtype_follows_primal():
         assert fwAD.unpack_dual(dual).tangent.dtype == ak.float64
 
 
-def test_forward_ad_nested_levels_give_second_derivatives():
+def test_forward_ad_public_levels_do_not_nest_as_in_pytorch():
+    with fwAD.dual_level():
+        with pytest.raises(RuntimeError, match="Nested forward mode AD is not supported"):
+            with fwAD.dual_level():
+                pass
+        with pytest.raises(RuntimeError, match="Invalid level given to _make_dual"):
+            fwAD.make_dual(f64(1.0), f64(1.0), level=10 ** 9)
+        assert fwAD.unpack_dual(f64(1.0), level=10 ** 9).tangent is None
+    with pytest.raises(RuntimeError, match="Dual level must be a positive number"):
+        fwAD.exit_dual_level()
+
+
+def test_func_jvp_nests_to_give_second_derivatives():
     x = ak.tensor(0.7, dtype=ak.float64)
     one = ak.tensor(1.0, dtype=ak.float64)
-    with fwAD.dual_level():
-        outer = fwAD.make_dual(x, one)
-        with fwAD.dual_level():
-            inner = fwAD.make_dual(outer, one)
-            first = fwAD.unpack_dual(inner.sin() * inner).tangent
-        second = fwAD.unpack_dual(first).tangent
+
+    def first(x):
+        return ak.func.jvp(lambda v: v.sin() * v, (x,), (one,))[1]
+    d1, d2 = ak.func.jvp(first, (x,), (one,))
     # d/dx (x sin x) = sin x + x cos x;  d2/dx2 = 2 cos x - x sin x
-    assert first.item() == pytest.approx(np.sin(0.7) + 0.7 * np.cos(0.7))
-    assert second.item() == pytest.approx(2 * np.cos(0.7) - 0.7 * np.sin(0.7))
+    assert d1.item() == pytest.approx(np.sin(0.7) + 0.7 * np.cos(0.7))
+    assert d2.item() == pytest.approx(2 * np.cos(0.7) - 0.7 * np.sin(0.7))
+
+
+def test_func_jvp_inside_a_public_dual_level():
+    """func.jvp's private levels nest inside a public one: d/dx of (d/dx x^3) = 6x."""
+    x = f64(2.0)
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(x, f64(1.0))
+        inner = ak.func.jvp(lambda v: v ** 3, (dual,), (f64(1.0),))[1]
+        assert fwAD.unpack_dual(inner).tangent.item() == pytest.approx(12.0)
+    assert inner.item() == pytest.approx(12.0)
 
 
 def test_forward_ad_backward_through_tangents():
@@ -127,12 +147,11 @@ class BadSquare(Square):
 
 def test_forward_ad_setup_context_style_and_nesting():
     x = f64(3.0)
-    with fwAD.dual_level():
-        outer = fwAD.make_dual(x, f64(1.0))
-        with fwAD.dual_level():
-            first = fwAD.unpack_dual(Square.apply(fwAD.make_dual(outer, f64(1.0)))).tangent
-        assert fwAD.unpack_dual(first).tangent.item() == 2.0  # d2/dx2 x^2
-    assert first.item() == 6.0
+
+    def first(v):
+        return ak.func.jvp(Square.apply, (v,), (f64(1.0),))[1]
+    d1, d2 = ak.func.jvp(first, (x,), (f64(1.0),))
+    assert d1.item() == 6.0 and d2.item() == 2.0  # d/dx x^2, d2/dx2 x^2
 
 
 def test_forward_ad_gradcheck_catches_a_wrong_jvp():
@@ -143,15 +162,13 @@ def test_forward_ad_gradcheck_catches_a_wrong_jvp():
 
 
 def test_forward_ad_ctx_style_function_under_nested_levels():
-    """forward(ctx, ...) Functions work under nested levels too: d2/dx2 of 4*x*x = 8."""
+    """forward(ctx, ...) Functions work under nested jvp levels too: d2/dx2 of 4*x*x = 8."""
     x = f64(1.5)
-    with fwAD.dual_level():
-        outer = fwAD.make_dual(x, f64(1.0))
-        with fwAD.dual_level():
-            inner = fwAD.make_dual(outer, f64(1.0))
-            first = fwAD.unpack_dual(MulConst.apply(inner, inner, 4)).tangent
-        second = fwAD.unpack_dual(first).tangent
-    assert first.item() == pytest.approx(12.0) and second.item() == pytest.approx(8.0)
+
+    def first(v):
+        return ak.func.jvp(lambda u: MulConst.apply(u, u, 4), (v,), (f64(1.0),))[1]
+    d1, d2 = ak.func.jvp(first, (x,), (f64(1.0),))
+    assert d1.item() == pytest.approx(12.0) and d2.item() == pytest.approx(8.0)
 
 
 def test_forward_ad_inplace_ops():

@@ -13,7 +13,6 @@ import numpy as np
 
 from ..tensor import Tensor, _make
 from .anomaly_mode import STATE as ANOMALY, record_forward_trace
-from .forward_ad import STATE as FORWARD_AD, apply_with_tangents, tangent_level
 from .grad_mode import STATE
 from .node import SEQUENCE, grad_accumulator, pack_saved
 from .views import ViewFn, rebase_history
@@ -21,10 +20,6 @@ from .views import ViewFn, rebase_history
 
 def eager_apply(cls, args):
     """The eager path: forward on concrete data, then the tape entry if grad is needed."""
-    if FORWARD_AD.levels:
-        level = tangent_level(args)
-        if level is not None:
-            return apply_with_tangents(cls, args, level)
     requires = False
     if STATE.enabled:
         for a in args:
@@ -77,6 +72,17 @@ def eager_apply(cls, args):
             ctx.needs_input_grad = _requires_flags(args)
         cls.setup_context(ctx, args, outputs)
         return _finish(cls, ctx, args, outputs, requires)
+    return _apply_user_function(cls, args, requires)[0]
+
+
+def eager_apply_keeping_ctx(cls, args):
+    """The eager path of a forward(ctx, ...) Function, returning (outputs, ctx): forward
+    AD runs the jvp rule on the ctx that forward filled."""
+    return _apply_user_function(cls, args, needs_tape(args))
+
+
+def _apply_user_function(cls, args, requires):
+    """(outputs, ctx) of a Function whose forward takes tensors (user Functions)."""
     ctx = cls._backward_cls()
     if requires:
         _link_inputs(ctx, args)
@@ -93,9 +99,7 @@ def eager_apply(cls, args):
         STATE.enabled = prev
     if cls._uses_setup_context():
         cls.setup_context(ctx, args, outputs)
-    elif FORWARD_AD.levels:
-        FORWARD_AD.last_ctx = ctx  # forward(ctx, ...) filled it: the jvp needs this one
-    return _finish(cls, ctx, args, outputs, requires)
+    return _finish(cls, ctx, args, outputs, requires), ctx
 
 
 def record(cls, args, outputs):

@@ -18,7 +18,6 @@ from llvmlite import ir as llvm_ir
 
 from .. import _dispatch
 from .._pytree import tree_flatten, tree_unflatten
-from ..autograd.forward_ad import STATE as FORWARD_AD, tangent_level
 from ..autograd.grad_mode import is_grad_enabled
 from ..ir import evaluate, passes
 from ..ir.trace import trace
@@ -71,8 +70,6 @@ class Jitted:
                 tuple(sorted((k, type(v).__name__, v) for k, v in kwargs.items())))
 
     def __call__(self, *args, **kwargs):
-        if FORWARD_AD.levels and tangent_level(tree_flatten((args, kwargs))[0]) is not None:
-            return self.fn(*args, **kwargs)  # dual inputs: the tangents must flow through
         if not kwargs and not self.static_argnums and not _interpreters():
             key = ()  # the fast path: plain tensors, looked up by shape and dtype only
             for a in args:

@@ -55,7 +55,7 @@ class _Prepared:
                     if phys.requires_grad:
                         phys = phys.view_as(phys)
                     else:
-                        fresh = phys.detach().requires_grad_(phys.is_floating_point())
+                        fresh = phys.detach().requires_grad_(_differentiable(phys))
                         fresh._fw = phys._fw  # keep forward-AD tangents (jvp of grad)
                         phys = fresh
                         if _DEPTH.fresh is not None and _DEPTH.fresh != ():
@@ -75,6 +75,13 @@ class _Prepared:
             out.append(tree_unflatten(spec, [next(it) if isinstance(v, Tensor) else None
                                              for v in values]))
         return out
+
+
+def _differentiable(t):
+    """Whether a grad transform can differentiate t (PyTorch's error otherwise)."""
+    if not t.is_floating_point():
+        raise RuntimeError("only Tensors of floating point dtype can require gradients")
+    return True
 
 
 def _replace_args(args, argnums, new_trees):
@@ -282,16 +289,8 @@ def jvp(func, primals, tangents, *, has_aux=False):
         raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to have "
                            "the same python structure")
     levels = _levels.active_levels()
-    with forward_ad.dual_level():
-        duals = []
-        for p, t in zip(p_leaves, t_leaves):
-            if not isinstance(p, Tensor) or not p.is_floating_point():
-                duals.append(p)  # integer inputs carry no tangent
-                continue
-            pp, tp = _levels.physical(p, levels), _levels.physical(t, levels)
-            with _levels.below(levels):
-                dual = forward_ad.make_dual(pp, tp)
-            duals.append(_levels.rebatch(dual, levels))
+    with forward_ad.nested_level(_levels.position_below(levels)) as level:
+        duals = [_dual(p, t, level, levels) for p, t in zip(p_leaves, t_leaves)]
         with _transforming():
             output = func(*tree_unflatten(p_spec, duals))
         output, aux = _split_aux(output, has_aux, "jvp")
@@ -300,13 +299,26 @@ def jvp(func, primals, tangents, *, has_aux=False):
         for o in out_leaves:
             phys = _levels.physical(o, levels)
             with _levels.below(levels):
-                primal, tangent = forward_ad.unpack_dual(phys)
+                primal, tangent = forward_ad.unpack_dual(phys, level=level)
                 if tangent is None:
                     tangent = _make(np.zeros(phys._data.shape, phys._data.dtype))
             primal_out.append(_levels.rebatch(primal, levels))
             tangent_out.append(_levels.rebatch(tangent, levels))
     result = (tree_unflatten(out_spec, primal_out), tree_unflatten(out_spec, tangent_out))
     return result + (aux,) if has_aux else result
+
+
+def _dual(primal, tangent, level, levels):
+    """A primal leaf carrying its tangent at `level`, made on the physical tensors under
+    the enclosing vmap `levels` (the jvp level sits below them) and batched again."""
+    for what, leaf in (("primals", primal), ("tangents", tangent)):
+        if not isinstance(leaf, Tensor):
+            raise RuntimeError(f"jvp(f, primals, tangents): Expected {what} to only contain "
+                               f"Tensors, got {type(leaf)}")
+    pp, tp = _levels.physical(primal, levels), _levels.physical(tangent, levels)
+    with _levels.below(levels):
+        dual = forward_ad.make_dual(pp, tp, level=level)
+    return _levels.rebatch(dual, levels)
 
 
 def linearize(func, *primals):

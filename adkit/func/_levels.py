@@ -80,3 +80,10 @@ def split_newer(x, levels):
 
 def below(levels):
     return _below(levels)
+
+
+def position_below(levels):
+    """Where on the interpreter stack a level that works on physical tensors under the
+    vmap `levels` goes: just below the oldest of them (innermost when there are none)."""
+    stack = _dispatch._STACK.get()
+    return stack.index(levels[0]) if levels else len(stack)

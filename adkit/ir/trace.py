@@ -15,7 +15,6 @@ import numpy as np
 from .. import _dispatch
 from .._pytree import tree_flatten, tree_unflatten
 from ..autograd._eager import needs_tape, record
-from ..autograd.forward_ad import STATE as FORWARD_AD, apply_with_tangents, tangent_level
 from ..tensor import AbstractTensor, Tensor
 from . import printing, rules
 from .graph import Graph
@@ -96,13 +95,9 @@ class TracingInterpreter(_dispatch.Interpreter):
         return self._consts[key][0], 0
 
     def process(self, cls, args):
-        """Add one op node for `cls(*args)`; like the eager path, a call with forward-AD
-        tangents goes through the op's jvp, and a call that needs grad is taped (so
-        grad() while tracing builds the backward graph from the ops' own rules)."""
-        if FORWARD_AD.levels:
-            level = tangent_level(args)
-            if level is not None:
-                return apply_with_tangents(cls, args, level)
+        """Add one op node for `cls(*args)`; like the eager path, a call that needs grad
+        is taped (so grad() while tracing builds the backward graph from the ops' own
+        rules). Forward-AD levels above this one have already handled tangents."""
         outputs = self._add_node(cls, args)
         if needs_tape(args):
             return record(cls, args, outputs)

@@ -69,8 +69,16 @@ def jvp(graph):
     in_specs = _input_specs(graph)
 
     def primal_and_tangent(*args):
-        outputs, tangents = func.jvp(lambda *ps: tuple(evaluate.run(graph, list(ps))),
-                                     tuple(args[:n_in]), tuple(args[n_in:]))
+        primals = list(args[:n_in])
+        # integer and bool inputs carry no tangent (their tangent inputs are unused)
+        moving = [i for i, p in enumerate(primals) if p.is_floating_point()]
+
+        def on_floats(*floats):
+            for i, value in zip(moving, floats):
+                primals[i] = value
+            return tuple(evaluate.run(graph, primals))
+        outputs, tangents = func.jvp(on_floats, tuple(primals[i] for i in moving),
+                                     tuple(args[n_in + i] for i in moving))
         return tuple(outputs) + tuple(tangents)
 
     float_specs = [TensorSpec(s.shape, s.dtype) for s in in_specs]

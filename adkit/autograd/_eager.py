@@ -15,7 +15,7 @@ from ..tensor import Tensor, _make
 from .anomaly_mode import STATE as ANOMALY, record_forward_trace
 from .grad_mode import STATE
 from .node import SEQUENCE, grad_accumulator, pack_saved
-from .views import ViewFn, rebase_history
+from .views import ViewFn, rebase_history, refresh_views, register_view
 
 
 def eager_apply(cls, args):
@@ -225,6 +225,9 @@ def _finish(cls, ctx, args, outputs, requires):
         ctx._dirty_positions = _tensor_positions(args)
         rebase_history(view, ctx)
     if requires:
+        for d in dirty:
+            refresh_views(d._base if d._base is not None else d, d)
+    if requires:
         ctx._num_outputs = len(outs)
         ctx._output_meta = [(o._data.shape, o._data.dtype) if isinstance(o, Tensor)
                             else None for o in outs]
@@ -283,6 +286,7 @@ def _alias(tensor):
     view = _make(tensor._data, None, 0, False, tensor._version_counter)
     view._base = tensor._base if tensor._base is not None else tensor
     view._view_fn = tensor._view_fn
+    register_view(view._base, view)
     return view
 
 
@@ -295,3 +299,4 @@ def _make_view_of(out, args, cls):
         out._base = base._base if base._base is not None else base
         out._view_fn = ViewFn(cls, args[1:], base._view_fn if base._base is not None
                               else None)
+        register_view(out._base, out)

@@ -274,7 +274,10 @@ def _jvp_context(cls, inputs, outputs, tangents):
 
 
 def _run_jvp(cls, ctx, inputs, tangents):
-    if ctx.materialize_grads:
+    # NB: built-in rules take None for an absent tangent (a zero tangent would make them
+    # compute terms, and read saved values, that do not exist); user rules get zeros
+    # unless they set_materialize_grads(False), as in PyTorch.
+    if ctx.materialize_grads and not cls._arrays_in:
         tangents = [_zeros_like(a) if t is None and isinstance(a, Tensor) and
                     a.is_floating_point() else t for a, t in zip(inputs, tangents)]
     saved = ctx.saved_for_forward or ctx.to_save

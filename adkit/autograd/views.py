@@ -2,9 +2,13 @@
 `CopySlices` node that gives the base its new history (as in PyTorch).
 
 Owns: `ViewFn` (the chain of view ops from the root base to a view, re-applicable to any
-tensor of the base's shape) and `rebase_history`. Does not: decide what is a view (view
+tensor of the base's shape), `rebase_history`, and keeping the other views of a written
+base current (`register_view`, `refresh_views`). Does not: decide what is a view (view
 ops say `is_view`; _eager.py records them).
 """
+import weakref
+
+from .grad_mode import enable_grad
 from .node import SEQUENCE, Node, gradient_edge
 
 
@@ -73,3 +77,31 @@ def rebase_history(view, fn):
 def _tensor_position(fn, view):
     """Which of fn's tensor inputs (next_functions order) is the modified view."""
     return fn._dirty_positions[id(view)]
+
+
+def register_view(root, view):
+    """Remember `view` (weakly) among the views of its root base."""
+    views = root.__dict__.get("_views")
+    if views is None:
+        views = root._views = weakref.WeakSet()
+    views.add(view)
+
+
+def refresh_views(root, written):
+    """After an in-place op on `written` (the root or one of its views) gave the root new
+    history, every other live view of the root gets its history re-derived from the root
+    (PyTorch regenerates a view's grad_fn when its base's version changed): otherwise a
+    view taken before the write would send its gradient around the write."""
+    views = root.__dict__.get("_views")
+    if not views:
+        return
+    for view in list(views):
+        if view is not written and view._base is root:
+            _regenerate(view, root)
+
+
+def _regenerate(view, root):
+    with enable_grad():
+        fresh = view._view_fn(root) if view._view_fn is not None else root
+    view._grad_fn, view._output_nr = fresh._grad_fn, fresh._output_nr
+    view._requires_grad = fresh._requires_grad

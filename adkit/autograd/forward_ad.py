@@ -51,7 +51,7 @@ class ForwardADInterpreter(_dispatch.Interpreter):
                 return cls.apply(*args)
             outputs, ctx = _primal_and_ctx(cls, args, tangents)
             out_tangents = _run_jvp(cls, ctx, args, tangents)
-            return _attach(self, args, tangents, ctx, outputs, out_tangents)
+            return _attach(self, cls, args, tangents, ctx, outputs, out_tangents)
 
 
 def _levels():
@@ -288,7 +288,7 @@ def _run_jvp(cls, ctx, inputs, tangents):
         ctx._saved = previous
 
 
-def _attach(interpreter, args, tangents, ctx, outputs, out_tangents):
+def _attach(interpreter, cls, args, tangents, ctx, outputs, out_tangents):
     """Give each differentiable output its tangent at the level. An input modified in
     place is its own output: the new tangent is written into its tangent in place. A
     fresh output never shares its tangent with an input (jvp rules may return an input's
@@ -298,14 +298,20 @@ def _attach(interpreter, args, tangents, ctx, outputs, out_tangents):
     tans = [out_tangents] if single or not isinstance(out_tangents, tuple) \
         else list(out_tangents)
     if len(tans) != len(outs):
-        raise RuntimeError(f"jvp returned {len(tans)} tangents for {len(outs)} outputs")
-    for out, tangent in zip(outs, tans):
-        if not isinstance(out, Tensor) or not out.is_floating_point():
-            continue
-        if _is_among(out, ctx.non_differentiable):
-            continue
+        raise RuntimeError(f"Function's jvp returned an invalid number of forward gradients "
+                           f"(expected {len(outs)} but got {len(tans)})")
+    for i, (out, tangent) in enumerate(zip(outs, tans)):
         if tangent is not None and not isinstance(tangent, Tensor):
-            raise TypeError(f"jvp must return Tensors or None, got {type(tangent).__name__}")
+            raise RuntimeError(f"expected Variable or None (got {type(tangent).__name__}) "
+                               f"for grad output {i}.")
+        if not isinstance(out, Tensor) or not out.is_floating_point() or \
+                _is_among(out, ctx.non_differentiable):
+            if tangent is not None and not cls._arrays_in:
+                raise RuntimeError(f"Function's jvp returned a gradient at position {i}, "
+                                   "but  the corresponding forward output is not a "
+                                   "differentiable Tensor.You should return None at that "
+                                   "position instead.")
+            continue
         if _is_among(out, args):
             _write_in_place(interpreter, out, tangent)
         elif tangent is not None:

@@ -39,8 +39,8 @@ class FunctionCtx:
         """Save tensors (or None) for `jvp`."""
         for t in tensors:
             if t is not None and not isinstance(t, Tensor):
-                raise TypeError("save_for_forward expects all arguments to be tensors; you "
-                                "should save non-tensors as attributes on ctx.")
+                raise AssertionError("save_for_forward expects all arguments to be tensors; "
+                                     "you should save non-tensors as attributes on ctx.")
         self.saved_for_forward = tensors
 
     def mark_dirty(self, *args):

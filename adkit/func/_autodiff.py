@@ -6,9 +6,7 @@ engine, forward mode the forward-AD levels, both on physical tensors (see _level
 every transform composes with vmap, with each other at any depth, and with tracing.
 Does not: hold derivative rules (each op's Function has them).
 """
-import contextlib
 import functools
-import threading
 
 import numpy as np
 
@@ -58,14 +56,16 @@ class _Prepared:
                         fresh = phys.detach().requires_grad_(_differentiable(phys))
                         fresh._fw = phys._fw  # keep forward-AD tangents (jvp of grad)
                         phys = fresh
-                        if _DEPTH.fresh is not None and _DEPTH.fresh != ():
-                            _DEPTH.fresh.add(id(fresh))
                 self.physicals.append(phys)
                 values.append(_levels.rebatch(phys, levels))
             self.values.append(values)
 
     def trees(self):
         return [tree_unflatten(s, v) for s, v in zip(self.specs, self.values)]
+
+    def own_leaves(self):
+        """ids of the fresh leaves this transform made (not the caller's tensors)."""
+        return {id(p) for p in self.physicals if p.is_leaf}
 
     def regroup(self, flat_grads):
         """Gradients (one per physical leaf) back into the arguments' structures."""
@@ -93,12 +93,11 @@ def _replace_args(args, argnums, new_trees):
 
 def grad_and_value(func, argnums=0, has_aux=False):
     """f -> (x -> (df/dx, f(x))) for a function returning a 0-d tensor."""
-    @_outermost
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         nums, single = _argnums_tuple(argnums, len(args), "grad_and_value")
         levels = _levels.active_levels()
-        with enable_grad(), _transforming():
+        with enable_grad():
             prepared = _Prepared([args[i] for i in nums], levels)
             output = func(*_replace_args(args, nums, prepared.trees()), **kwargs)
         output, aux = _split_aux(output, has_aux, "grad_and_value")
@@ -115,7 +114,8 @@ def grad_and_value(func, argnums=0, has_aux=False):
         grads = [_levels.rebatch(g, levels) for g in grads]
         grouped = prepared.regroup(grads)
         result = grouped[0] if single else tuple(grouped)
-        return (result, (output, aux)) if has_aux else (result, output)
+        result = (result, (output, aux)) if has_aux else (result, output)
+        return _cut(result, prepared.own_leaves())
     return wrapper
 
 
@@ -142,57 +142,28 @@ def _split_aux(output, has_aux, name):
 def _grads(outputs, inputs, grad_outputs):
     """The engine's gradients, zeros for inputs that do not influence the outputs. They
     are differentiable (create_graph) only when something outside may differentiate them:
-    an enclosing transform, or a tensor of the caller's that requires grad."""
+    their history reaches a leaf that is not this transform's own (an enclosing grad's
+    input, or a tensor of the caller's that requires grad)."""
     pairs = [(o, g) for o, g in zip(outputs, grad_outputs) if o.requires_grad]
     wanted = [t for t in inputs if t.requires_grad]
     if not pairs or not wanted:  # nothing depends on the inputs: zero gradients
         return [_make(np.zeros(t._data.shape, t._data.dtype)) for t in inputs]
     outputs, grad_outputs = [o for o, _ in pairs], [g for _, g in pairs]
-    create = _DEPTH.value > 0 or _reaches_outside(outputs, inputs)
+    create = _reaches_outside(outputs, {id(t) for t in inputs if t.is_leaf})
     grads = iter(engine.grad(outputs, wanted, grad_outputs, create_graph=create,
                              retain_graph=True, allow_unused=True, materialize_grads=True))
     return [next(grads) if t.requires_grad else
             _make(np.zeros(t._data.shape, t._data.dtype)) for t in inputs]
 
 
-class _Depth(threading.local):
-    value = 0
-    fresh = ()  # ids of the fresh leaves the transforms made since the outermost began
-
-
-_DEPTH = _Depth()  # how many autodiff transforms are running their function now
-
-
-@contextlib.contextmanager
-def _transforming():
-    if _DEPTH.value == 0:
-        _DEPTH.fresh = set()
-    _DEPTH.value += 1
-    try:
-        yield
-    finally:
-        _DEPTH.value -= 1
-
-
-def _cut(tree):
-    """Tensors of `tree` detached unless their history reaches a caller's tensor."""
-    own = _DEPTH.fresh if isinstance(_DEPTH.fresh, set) else set()
+def _cut(tree, own):
+    """Tensors of `tree` detached unless their history reaches a leaf outside `own` (the
+    ids of the transform's own fresh leaves): torch.func returns plain tensors, except
+    where an enclosing transform or the caller may still differentiate them."""
     leaves, spec = tree_flatten(tree, is_leaf=_is_tensor)
     leaves = [x.detach() if isinstance(x, Tensor) and x.requires_grad and
               not _reaches_outside([_innermost(x)], own) else x for x in leaves]
     return tree_unflatten(spec, leaves)
-
-
-def _outermost(transform):
-    """Results of the outermost transform are cut from the transforms' internal history
-    (as torch.func returns plain tensors), unless they depend on a tensor of the
-    caller's that requires grad."""
-    @functools.wraps(transform)
-    def wrapper(*args, **kwargs):
-        outermost = _DEPTH.value == 0
-        result = transform(*args, **kwargs)
-        return _cut(result) if outermost else result
-    return wrapper
 
 
 def _innermost(x):
@@ -201,16 +172,9 @@ def _innermost(x):
     return x
 
 
-_outermost_function = _outermost  # jvp is a function of (func, primals, tangents)
-
-
-def _reaches_outside(outputs, inputs):
-    """Whether the outputs' history reaches a leaf other than the transforms' own fresh
-    inputs (`inputs`: tensors, or a set of their ids), e.g. a caller's parameter."""
-    if isinstance(inputs, set):
-        own, inputs = inputs, []
-    else:
-        own = {id(t) for t in inputs if t.is_leaf} | set(_DEPTH.fresh or ())
+def _reaches_outside(outputs, own):
+    """Whether the outputs' history reaches a leaf whose id is not in `own`, e.g. a
+    caller's parameter or an enclosing transform's input."""
     seen, stack = set(), [o.grad_fn for o in outputs if o.grad_fn is not None]
     while stack:
         node = stack.pop()
@@ -221,21 +185,21 @@ def _reaches_outside(outputs, inputs):
         if variable is not None and id(variable) not in own:
             return True
         stack.extend(n for n, _ in node.next_functions if n is not None)
-    return any(t.requires_grad and not t.is_leaf and t.grad_fn is None for t in inputs)
+    return False
 
 
 def vjp(func, *primals, has_aux=False):
     """(func(*primals), vjp_fn[, aux]): vjp_fn(cotangents) gives one gradient per primal,
     in the primals' structure (torch.func.vjp)."""
     levels = _levels.active_levels()
-    with enable_grad(), _transforming():
+    with enable_grad():
         prepared = _Prepared(primals, levels)
         output = func(*prepared.trees())
     output, aux = _split_aux(output, has_aux, "vjp")
     out_leaves, out_spec = tree_flatten(output, is_leaf=_is_tensor)
     out_phys = [_levels.physical(o, levels) for o in out_leaves]
-    if _DEPTH.value == 0:  # what the caller sees is cut from the vjp's own leaves
-        output, aux = _cut(output), _cut(aux)
+    # what the caller sees is cut from the vjp's own leaves (vjp_fn keeps out_phys)
+    output, aux = _cut(output, prepared.own_leaves()), _cut(aux, prepared.own_leaves())
 
     def vjp_fn(*cotangents):
         cts = cotangents[0] if len(cotangents) == 1 else cotangents
@@ -277,7 +241,6 @@ def _from_physical(g, levels):
     return wrap(level, _levels.rebatch(inner, levels), 0)
 
 
-@_outermost_function
 def jvp(func, primals, tangents, *, has_aux=False):
     """(func(*primals), J @ tangents[, aux]), by forward-mode AD (torch.func.jvp)."""
     if not isinstance(primals, tuple) or not isinstance(tangents, tuple):
@@ -291,8 +254,7 @@ def jvp(func, primals, tangents, *, has_aux=False):
     levels = _levels.active_levels()
     with forward_ad.nested_level(_levels.position_below(levels)) as level:
         duals = [_dual(p, t, level, levels) for p, t in zip(p_leaves, t_leaves)]
-        with _transforming():
-            output = func(*tree_unflatten(p_spec, duals))
+        output = func(*tree_unflatten(p_spec, duals))
         output, aux = _split_aux(output, has_aux, "jvp")
         out_leaves, out_spec = tree_flatten(output, is_leaf=_is_tensor)
         primal_out, tangent_out = [], []
@@ -339,7 +301,6 @@ def _basis(t):
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     """The Jacobian by reverse mode: vmap of the vjp over the output basis. For output o
     and input x: shape o.shape + x.shape (nested as the pytrees are)."""
-    @_outermost
     @functools.wraps(func)
     def wrapper(*args):
         nums, single = _argnums_tuple(argnums, len(args), "jacrev")
@@ -374,7 +335,6 @@ def _unflatten_jacobian(g, out):
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     """The Jacobian by forward mode: one jvp per input basis vector (the primals stay
     unbatched, so value-dependent Python control flow works, as in torch.func)."""
-    @_outermost
     @functools.wraps(func)
     def wrapper(*args):
         nums, single = _argnums_tuple(argnums, len(args), "jacfwd")

@@ -44,6 +44,9 @@ class ForwardADInterpreter(_dispatch.Interpreter):
         self.public = public  # made by dual_level()/enter_dual_level() (not ak.func.jvp)
 
     def process(self, cls, args):
+        if not _may_carry_tangents(args):  # the common case inside a level: pass through
+            with _dispatch.outside(self):
+                return cls.apply(*args)
         with _dispatch.outside(self):
             tangents = [tangent_of(a, self) if isinstance(a, Tensor) else None
                         for a in args]
@@ -52,6 +55,14 @@ class ForwardADInterpreter(_dispatch.Interpreter):
             outputs, ctx = _primal_and_ctx(cls, args, tangents)
             out_tangents = _run_jvp(cls, ctx, args, tangents)
             return _attach(self, cls, args, tangents, ctx, outputs, out_tangents)
+
+
+def _may_carry_tangents(args):
+    """Whether some argument has tangents (at any level), itself or through its base."""
+    for a in args:
+        if isinstance(a, Tensor) and (a._fw or (a._base is not None and a._base._fw)):
+            return True
+    return False
 
 
 def _levels():

@@ -51,8 +51,11 @@ class ScalarBuilder:
         return c if self.lanes == 1 else ir.Constant(self.type, [c] * self.lanes)
 
     def value(self, v):
-        """An emitted value, or a Python or numpy number as a constant."""
-        return self.const(v) if isinstance(v, (int, float, np.number, np.bool_)) else v
+        """An emitted value, or a Python or numpy number as a constant. A bool operand of
+        arithmetic is 0.0/1.0 of the builder's type, as numpy promotes it (x * (x > 0))."""
+        if isinstance(v, (int, float, np.number, np.bool_)):
+            return self.const(v)
+        return self.to_float(v)
 
     # ------------------------------------------------------------ arithmetic
     def add(self, x, y):
@@ -71,7 +74,9 @@ class ScalarBuilder:
         return self.b.fneg(self.value(x))
 
     def select(self, cond, x, y):
-        return self.b.select(cond, self.value(x), self.value(y))
+        if self.is_bool(x) and self.is_bool(y):  # where() on bools stays a bool
+            return self.b.select(self.truth(cond), x, y)
+        return self.b.select(self.truth(cond), self.value(x), self.value(y))
 
     def compare(self, op, x, y):
         """op in <, <=, >, >=, ==, !=, uno; ordered (False with NaN) except != and uno
@@ -90,7 +95,7 @@ class ScalarBuilder:
 
     def to_float(self, v):
         """Bools as 0.0/1.0 of this builder's type; floats as they are."""
-        return self.select(v, 1.0, 0.0) if self.is_bool(v) else v
+        return self.b.select(v, self.const(1.0), self.const(0.0)) if self.is_bool(v) else v
 
     def __getattr__(self, name):
         if name in _INTRINSICS or name in _LIBM:

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from .. import dtypes
-from ..tensor import Tensor
+from ..tensor import Tensor, zeros_like
 from ._families import ArrayFunction, BinaryElementwise, public
 from ._helpers import (cast_result, float_cast_result, load_mixed, save_mixed, shape_of,
                        sum_to)
@@ -108,6 +108,9 @@ class Div(BinaryElementwise):
 
     @staticmethod
     def partials(x, y, out):
+        if not isinstance(y, Tensor):  # a Python number: IEEE division (1/0 = inf), as
+            with np.errstate(divide="ignore"):  # the forward does
+                return np.float64(1.0) / np.float64(y), -out / y
         return 1 / y, -out / y
 
 
@@ -235,6 +238,8 @@ class Pow(BinaryElementwise):
         (x, y), out = load_mixed(ctx)
         need_x, need_y = ctx.needs_input_grad[:2]
         grad_x = _scaled_to(grad_out, _pow_dx(x, y), x) if need_x else None
+        if need_x and grad_x is None:  # x ** 0: a zero gradient, not none (PyTorch's)
+            grad_x = zeros_like(x)
         grad_y = _scaled_to(grad_out, _pow_dy(x, y, out), y) if need_y else None
         return grad_x, grad_y
 
@@ -315,7 +320,10 @@ class Atan2(BinaryElementwise):
 
     @staticmethod
     def partials(x, y, out):
-        inv_norm = (x * x + y * y).reciprocal()
+        # PyTorch's rule: both partials are 0 at the origin (not 0/0)
+        norm = x * x + y * y
+        at_origin = norm == 0
+        inv_norm = Where.apply(at_origin, 0.0, Where.apply(at_origin, 1.0, norm).reciprocal())
         return y * inv_norm, -x * inv_norm
 
 

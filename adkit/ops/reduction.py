@@ -364,6 +364,35 @@ class Amin(_Extremum):
         return _extreme("amin", x, dim, keepdim)
 
 
+class _ExtremumOfAll(_Extremum):
+    """max(x)/min(x) over every element: as amax/amin, except that a NaN result sends
+    the gradient evenly to the NaN elements (PyTorch's evenly_distribute_backward; amax
+    gives NaN there): dy/dx = m / count(m), m = [x == y or (x and y are NaN)]."""
+
+    @staticmethod
+    def derivative(ctx):
+        x, out = ctx.saved_tensors
+        y = _keep(ctx, out)
+        mask = (x.eq(y) | (x.isnan() & y.isnan())).to(x.dtype)
+        return mask / mask.sum(ctx.dims, keepdim=True)
+
+
+class MaxOfAll(_ExtremumOfAll):
+    __doc__ = _ExtremumOfAll.__doc__
+
+    @staticmethod
+    def forward(x, dim=None, keepdim=False):
+        return _extreme("amax", x, dim, keepdim)
+
+
+class MinOfAll(_ExtremumOfAll):
+    __doc__ = _ExtremumOfAll.__doc__
+
+    @staticmethod
+    def forward(x, dim=None, keepdim=False):
+        return _extreme("amin", x, dim, keepdim)
+
+
 class Logsumexp(_Smooth):
     """y = log(sum(exp(x))) over dim, computed as m + log(sum(exp(x - m))) with m the
     (finite) max;  dy/dx = exp(x - y)."""
@@ -542,7 +571,7 @@ def _extremum_call(name, whole, along, result, elementwise, x, dim, keepdim, oth
 def max_reduction(input, dim=None, keepdim=False, *, other=None):
     """max(x): the largest element (0-d; gradient split among ties);
     max(x, dim, keepdim=False): (values, indices) over dim; max(x, other): maximum."""
-    return _extremum_call("max", Amax, Max, MaxResult, "maximum", input, dim, keepdim,
+    return _extremum_call("max", MaxOfAll, Max, MaxResult, "maximum", input, dim, keepdim,
                           other)
 
 
@@ -550,7 +579,7 @@ def max_reduction(input, dim=None, keepdim=False, *, other=None):
 def min_reduction(input, dim=None, keepdim=False, *, other=None):
     """min(x): the smallest element (0-d; gradient split among ties);
     min(x, dim, keepdim=False): (values, indices) over dim; min(x, other): minimum."""
-    return _extremum_call("min", Amin, Min, MinResult, "minimum", input, dim, keepdim,
+    return _extremum_call("min", MinOfAll, Min, MinResult, "minimum", input, dim, keepdim,
                           other)
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from ...autograd.function import Function
 from ...ops import reduction
 from ...ops.linalg import Bmm, Matmul, Mm
-from ...ops.reduction import Amax, Amin, Mean, Prod, Sum, SumToSize
+from ...ops.reduction import Amax, Amin, MaxOfAll, Mean, MinOfAll, Prod, Sum, SumToSize
 from ...ops.shape import Expand
 from ...tensor import _make
 from .. import evaluate
@@ -28,7 +28,7 @@ from .cleanup import has_in_place_ops
 
 _NATIVE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # what kernels compute in
 REDUCTIONS = {Sum: "sum", Mean: "sum", SumToSize: "sum", Prod: "prod", Amax: "max",
-              Amin: "min"}
+              Amin: "min", MaxOfAll: "max", MinOfAll: "min"}
 
 
 class FusedKernel(Function):

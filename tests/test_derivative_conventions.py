@@ -66,3 +66,11 @@ def test_jitted_max_of_all_matches_eager():
     x = ak.tensor(np.random.default_rng(0).standard_normal((5, 7)))
     got = ak.jit(lambda v: v.exp().max() + v.min())(x)
     assert got.item() == pytest.approx((x.exp().max() + x.min()).item(), rel=1e-14)
+
+
+def test_too_few_gradients_for_the_outputs_raise_pytorchs_error():
+    a = ak.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="got 2 tensors and 1 gradients"):
+        ak.autograd.backward([a * 2, a * 3], [ak.ones(2)])
+    with pytest.raises(RuntimeError, match="got 2 tensors and 1 gradients"):
+        ak.autograd.grad([a * 2, a * 3], [a], [ak.ones(2)])

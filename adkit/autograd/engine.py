@@ -27,7 +27,10 @@ _ENGINE = _EngineState()
 
 
 def _make_grads(outputs, grads):
-    """Check or create the gradient for each output (PyTorch's _make_grads)."""
+    """Check or create the gradient for each output (PyTorch's _make_grads). Extra
+    gradients are ignored and too few are an error, as in PyTorch."""
+    if len(grads) < len(outputs):
+        raise RuntimeError(f"got {len(outputs)} tensors and {len(grads)} gradients")
     new_grads = []
     for i, (out, grad) in enumerate(zip(outputs, grads)):
         if isinstance(grad, Tensor):

@@ -14,6 +14,24 @@ from . import dtypes
 from ._hooks import HookDict, add_hook
 
 
+# PyTorch's names of dtypes in its messages: C type names and scalar type names
+_C_NAMES = {"float16": "c10::Half", "float32": "float", "float64": "double",
+            "int32": "int", "int64": "long int", "bool": "bool"}
+_TYPE_NAMES = {"float16": "Half", "float32": "Float", "float64": "Double", "int32": "Int",
+               "int64": "Long", "bool": "Bool"}
+_CREATION_REQUIRES_FLOAT = ("Only Tensors of floating point and complex dtype can require "
+                            "gradients")
+
+
+def _leaf_requires_grad(t):
+    """requires_grad=True given to a creation function (PyTorch's wording differs from
+    requires_grad_()'s)."""
+    if t._data.dtype.kind != "f":
+        raise RuntimeError(_CREATION_REQUIRES_FLOAT)
+    t._requires_grad = True
+    return t
+
+
 class Size(tuple):
     """The shape of a tensor: a tuple of ints that prints as `adkit.Size([2, 3])`."""
 
@@ -45,7 +63,7 @@ class Tensor:
         arr = _to_array(data, dtype)
         _init(self, arr, None, [0])
         if requires_grad:
-            self.requires_grad_(True)
+            _leaf_requires_grad(self)
 
     # ----------------------------------------------------------------- attributes
     @property
@@ -117,9 +135,16 @@ class Tensor:
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got "
                                 f"grad of type {type(value).__name__}")
             if value._data.shape != self._data.shape:
-                raise RuntimeError("assigned grad has data of a different size")
+                raise RuntimeError(f"attempting to assign a gradient of size "
+                                   f"'{list(value._data.shape)}' to a tensor of size "
+                                   f"'{list(self._data.shape)}'. Please ensure that the "
+                                   "gradient and the tensor are the same size")
             if value._data.dtype != self._data.dtype:
-                raise RuntimeError("assigned grad has data of a different type")
+                raise RuntimeError(f"attempting to assign a gradient with dtype "
+                                   f"'{_C_NAMES[value._data.dtype.name]}' to a tensor with "
+                                   f"grad_dtype '{_TYPE_NAMES[self._data.dtype.name]}'. The "
+                                   "gradient must match the tensor's grad_dtype (defaults "
+                                   "to the tensor's dtype).")
         self._grad = value
 
     @property
@@ -387,7 +412,7 @@ def tensor(data, dtype=None, requires_grad=False):
                       "ak.tensor(sourceTensor).", UserWarning, stacklevel=2)
     t = _make(_to_array(data, dtype))
     if requires_grad:
-        t.requires_grad_(True)
+        _leaf_requires_grad(t)
     return t
 
 
@@ -419,7 +444,7 @@ def _shape_arg(size):
 def _new(arr, requires_grad):
     t = _make(arr)
     if requires_grad:
-        t.requires_grad_(True)
+        _leaf_requires_grad(t)
     return t
 
 

@@ -37,8 +37,27 @@ def test_tensor_dtype_objects():
 
 
 def test_tensor_only_float_tensors_require_grad():
-    with pytest.raises(RuntimeError, match="only Tensors of floating point dtype can require gradients"):
+    """PyTorch's two wordings: creation functions, and requires_grad_()."""
+    with pytest.raises(RuntimeError, match="Only Tensors of floating point and complex dtype "
+                                           "can require gradients"):
         ak.tensor([1, 2], requires_grad=True)
+    with pytest.raises(RuntimeError, match="Only Tensors of floating point and complex"):
+        ak.zeros(2, dtype=ak.int64, requires_grad=True)
+    with pytest.raises(RuntimeError, match="only Tensors of floating point dtype can require "
+                                           "gradients"):
+        ak.tensor([1, 2]).requires_grad_()
+
+
+def test_assigned_grad_is_checked_with_pytorchs_messages():
+    x = ak.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"attempting to assign a gradient of size '\[3\]' "
+                                           r"to a tensor of size '\[2\]'"):
+        x.grad = ak.ones(3)
+    with pytest.raises(RuntimeError, match="attempting to assign a gradient with dtype "
+                                           "'double' to a tensor with grad_dtype 'Float'"):
+        x.grad = ak.ones(2, dtype=ak.float64)
+    with pytest.raises(TypeError, match="assigned grad expected to be a Tensor or None"):
+        x.grad = 3.0
 
 
 def test_tensor_creation_functions():

@@ -22,5 +22,6 @@ globals().update(ops.FUNCTIONS)
 from .func import checkpoint  # noqa: E402  (after the ops: not ops themselves)
 from .ir import trace  # noqa: E402
 from .codegen import jit  # noqa: E402
+from . import testing  # noqa: E402  (above codegen: it checks every path)
 
 __version__ = "0.1.0"

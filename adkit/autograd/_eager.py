@@ -226,7 +226,7 @@ def _finish(cls, ctx, args, outputs, requires):
         rebase_history(view, ctx)
     if requires:
         for d in dirty:
-            refresh_views(d._base if d._base is not None else d, d)
+            refresh_views(d._base if d._base is not None else d)
     if requires:
         ctx._num_outputs = len(outs)
         ctx._output_meta = [(o._data.shape, o._data.dtype) if isinstance(o, Tensor)

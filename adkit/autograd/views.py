@@ -87,16 +87,18 @@ def register_view(root, view):
     views.add(view)
 
 
-def refresh_views(root, written):
-    """After an in-place op on `written` (the root or one of its views) gave the root new
-    history, every other live view of the root gets its history re-derived from the root
+def refresh_views(root):
+    """After an in-place op gave `root` new history (written directly or through one of
+    its views), every live view of the root gets its history re-derived from the root
     (PyTorch regenerates a view's grad_fn when its base's version changed): otherwise a
-    view taken before the write would send its gradient around the write."""
+    view taken before the write would send its gradient around the write. The written
+    view too: its gradient reaches the write's node only through the root's CopySlices,
+    so no backward runs that node twice (once directly, once inside CopySlices)."""
     views = root.__dict__.get("_views")
     if not views:
         return
     for view in list(views):
-        if view is not written and view._base is root:
+        if view._base is root:
             _regenerate(view, root)
 
 

@@ -240,6 +240,9 @@ def _replace_group(g, members):
                                 source=data.get("source"))
     exported = [n for n in members
                 if any(v not in inside for v in g.nx.successors(n))]
+    if not exported:  # dead code (nothing reads the group): a kernel would have no
+        g.nx.remove_nodes_from(members)  # outputs; the members are pure, so they go
+        return None
     for n in exported:
         sub.add_output((mapping[n], 0))
     specs = [g.nx.nodes[n]["specs"][0] for n in exported]

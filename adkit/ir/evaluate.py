@@ -73,8 +73,10 @@ def _describe(tree):
     return repr(tree) if tree.kind != "leaf" else "a single leaf"
 
 
-def run(graph, inputs):
-    """Evaluate node by node; returns the list of outputs in index order."""
+def run(graph, inputs, *, as_recorded=False):
+    """Evaluate node by node; returns the list of outputs in index order. With
+    `as_recorded`, every op's value is broadcast to the shape its node records (a fused
+    kernel's sub-graph reads some inputs un-expanded, but computes at the node shapes)."""
     env, outputs = {}, {}
     order = graph.topo_order()
     last_use = {u: i for i, n in enumerate(order) for u in graph.nx.predecessors(n)}
@@ -87,6 +89,8 @@ def run(graph, inputs):
             env[n] = (_make(data["value"]),)
         elif kind == "op":
             env[n] = run_node(graph, n, data, env)
+            if as_recorded:
+                env[n] = tuple(_broadcast(r, spec) for r, spec in zip(env[n], data["specs"]))
         else:
             (_, u, out), = graph.args_of(n)
             outputs[data["index"]] = env[u][out]
@@ -107,3 +111,9 @@ def run_node(graph, n, data, env):
         e.add_note(f"While executing node {n}: {printing.node_line(graph, n)}{where}")
         raise
     return result if isinstance(result, tuple) else (result,)
+
+
+def _broadcast(value, spec):
+    if isinstance(value, Tensor) and value._data.shape != tuple(spec.shape):
+        return _make(np.broadcast_to(value._data, tuple(spec.shape)))
+    return value

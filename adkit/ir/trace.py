@@ -18,6 +18,7 @@ from ..autograd._eager import needs_tape, record
 from ..tensor import AbstractTensor, Tensor
 from . import printing, rules
 from .graph import Graph
+from .tracer_views import mark_views
 
 
 class TracerValueError(RuntimeError):
@@ -99,6 +100,12 @@ class TracingInterpreter(_dispatch.Interpreter):
         is taped (so grad() while tracing builds the backward graph from the ops' own
         rules). Forward-AD levels above this one have already handled tangents."""
         outputs = self._add_node(cls, args)
+        if cls.is_view and isinstance(args[0], Tensor):
+            if isinstance(args[0], TracerTensor) and "_of_constant" not in args[0].__dict__:
+                mark_views(cls, args, outputs)  # so a write through it reaches its base
+            else:  # a view of a constant: the graph cannot write into the constant
+                for out in outputs if isinstance(outputs, tuple) else (outputs,):
+                    out._of_constant = True
         if needs_tape(args):
             return record(cls, args, outputs)
         return outputs
@@ -119,12 +126,13 @@ class TracingInterpreter(_dispatch.Interpreter):
         for i, (spec, alias) in enumerate(zip(inferred.specs, inferred.aliases)):
             if alias is not None:  # an in-place op: the input now names the new value
                 t = tensors[alias]
-                if not isinstance(t, TracerTensor):
+                if not isinstance(t, TracerTensor) or "_of_constant" in t.__dict__:
                     raise TracerValueError(
-                        f"{printing.op_name(cls)} modifies in place a tensor that is not an "
-                        "input of the traced function (a closed-over tensor); the graph "
-                        "cannot change outside state: clone it first, or pass it as an "
-                        "argument")
+                        f"{printing.op_name(cls)} modifies in place a tensor (or a view of "
+                        "one) that is not a traced value: a closed-over tensor, or one made "
+                        "inside with ak.zeros/ak.tensor..., which tracing records as a "
+                        "constant; the graph cannot change a constant: clone it first, or "
+                        "pass it as an argument, or use out-of-place ops")
                 t._node, t._out = node, i
                 outs.append(t)
             else:

@@ -8,8 +8,7 @@ from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
 from .dtypes import (bool_ as bool, float16, float32, float64, get_default_dtype, int32,
                      int64, set_default_dtype)
 from .tensor import (Size, Tensor, arange, as_tensor, empty, empty_like, eye, from_numpy,
-                     full, full_like, linspace, manual_seed, ones, ones_like, rand, randint,
-                     randn, tensor, zeros, zeros_like)
+                     full, full_like, linspace, ones, ones_like, tensor, zeros, zeros_like)
 
 double = float64
 long = int64
@@ -19,7 +18,7 @@ int = int32  # noqa: A001
 
 globals().update(ops.FUNCTIONS)
 
-from .func import checkpoint  # noqa: E402  (after the ops: not ops themselves)
+from .func import checkpoint, vmap  # noqa: E402  (after the ops: not ops themselves)
 from .ir import trace  # noqa: E402
 from .codegen import jit  # noqa: E402
 from . import testing  # noqa: E402  (above codegen: it checks every path)

@@ -20,11 +20,24 @@ class Interpreter:
     def process(self, fn_cls, args):
         raise NotImplementedError(f"{type(self).__name__} must define process()")
 
+    def random(self, draw, shape):
+        """A random tensor of `shape` as this level wants it (`draw(shape)` makes one
+        eagerly). By default the level is transparent: the next level out decides."""
+        with outside(self):
+            return draw_random(draw, shape)
+
 
 def current_interpreter():
     """The innermost active interpreter, or None when running eagerly."""
     stack = _STACK.get()
     return stack[-1] if stack else None
+
+
+def draw_random(draw, shape):
+    """A random tensor of `shape`, drawn by `draw(shape)` as the active levels want it
+    (a vmap level refuses, shares one draw, or draws one per example: its randomness)."""
+    interpreter = current_interpreter()
+    return draw(shape) if interpreter is None else interpreter.random(draw, shape)
 
 
 @contextlib.contextmanager

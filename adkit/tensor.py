@@ -508,36 +508,6 @@ def eye(n, m=None, dtype=None, requires_grad=False):
     return _new(np.eye(n, m, dtype=_float_or(dtype).np), requires_grad)
 
 
-class _RandomState:
-    """The global generator behind rand/randn, reset by manual_seed."""
-
-    generator = np.random.default_rng()
-
-
-def manual_seed(seed):
-    _RandomState.generator = np.random.default_rng(int(seed))
-
-
-def rand(*size, dtype=None, requires_grad=False):
-    dtype = _float_or(dtype)
-    arr = _RandomState.generator.random(_shape_arg(size)).astype(dtype.np)
-    return _new(arr, requires_grad)
-
-
-def randn(*size, dtype=None, requires_grad=False):
-    dtype = _float_or(dtype)
-    arr = _RandomState.generator.standard_normal(_shape_arg(size)).astype(dtype.np)
-    return _new(arr, requires_grad)
-
-
-def randint(low, high=None, size=(), dtype=None):
-    if high is None:
-        low, high = 0, low
-    dtype = dtypes.to_dtype(dtype) or dtypes.int64
-    return _make(_RandomState.generator.integers(low, high, _shape_arg((size,)))
-                 .astype(dtype.np))
-
-
 # ---------------------------------------------------------------- printing
 def _element_formatter(arr):
     """PyTorch's choice: integers as is; floats as `1.` when all are whole, else 4

@@ -93,6 +93,21 @@ class BatchInterpreter(_dispatch.Interpreter):
             out, out_dims = batching_rule(cls)(self.info, tuple(in_dims), *values)
         return self._wrap_outputs(cls, out, out_dims)
 
+    def random(self, draw, shape):
+        """torch.func.vmap's randomness: 'error' refuses, 'same' draws one value for
+        every example, 'different' draws one per example."""
+        mode = self.info.randomness
+        if mode == "error":
+            raise RuntimeError("vmap: called random operation while in randomness error "
+                               "mode. Please either use the 'same' or 'different' "
+                               "randomness flags on vmap or perform the randomness "
+                               "operation out of vmap")
+        with _dispatch.outside(self):
+            if mode == "same":
+                return _dispatch.draw_random(draw, shape)
+            value = _dispatch.draw_random(draw, (self.info.batch_size,) + tuple(shape))
+        return wrap(self, value, 0)
+
     def _wrap_outputs(self, cls, out, out_dims):
         if isinstance(out, tuple):
             dims = out_dims if isinstance(out_dims, tuple) else (out_dims,) * len(out)

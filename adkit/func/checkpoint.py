@@ -38,7 +38,8 @@ from ..autograd.function import Function
 from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ..autograd.graph import saved_tensors_hooks
 from ..autograd.node import pack_saved, unpack_saved
-from ..tensor import Tensor, _RandomState
+from ..ops.random import _Generator
+from ..tensor import Tensor
 
 _DETERMINISM_CHECKS = ("default", "none")
 # NB: pack_saved keeps a tensor whose grad_fn *is* the node as bare data (a node's own
@@ -88,7 +89,7 @@ def _wrapped(function, options):
 
 # ---------------------------------------------------------------- the rng
 def _rng_snapshot():
-    return copy.deepcopy(_RandomState.generator)
+    return copy.deepcopy(_Generator.numpy)
 
 
 class _replayed_rng:
@@ -99,12 +100,12 @@ class _replayed_rng:
         self.snapshot = snapshot
 
     def __enter__(self):
-        self.saved = _RandomState.generator
+        self.saved = _Generator.numpy
         if self.snapshot is not None:
-            _RandomState.generator = copy.deepcopy(self.snapshot)
+            _Generator.numpy = copy.deepcopy(self.snapshot)
 
     def __exit__(self, *exc):
-        _RandomState.generator = self.saved
+        _Generator.numpy = self.saved
         return False
 
 

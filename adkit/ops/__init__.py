@@ -10,12 +10,12 @@ import inspect
 import numpy as np
 
 from ..tensor import Tensor, _make
-from . import (binary, comparison, indexing, inplace, join, linalg, nn, reduction,
-               scatter, shape, sorting, unary)
+from . import (binary, comparison, indexing, inplace, join, linalg, nn, random,
+               reduction, scatter, shape, sorting, unary)
 from ._families import ArrayFunction
 
 MODULES = (unary, binary, comparison, reduction, linalg, shape, join, indexing, scatter,
-           sorting, inplace, nn)
+           sorting, inplace, nn, random)
 
 FUNCTIONS = {}  # public name -> callable (ak.NAME)
 METHODS = {}  # public name -> callable taking the tensor first (Tensor.NAME)

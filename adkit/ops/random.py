@@ -1,0 +1,63 @@
+"""Random tensors: ak.rand, ak.randn, ak.randint, ak.manual_seed.
+
+Owns: adkit's one generator and the draws. Does not: decide what a draw means under a
+transform: each draw goes through the interpreter stack (`_dispatch.draw_random`), so a
+vmap level applies its `randomness` ('error' refuses, 'same' shares one draw, 'different'
+draws one per example, as torch.func.vmap does). Under tracing a draw is a constant of
+the graph (made once, when tracing), as before.
+"""
+import numpy as np
+
+from .. import _dispatch, dtypes
+from ..tensor import _leaf_requires_grad, _make, _shape_arg
+from ._families import public
+
+
+class _Generator:
+    """The global generator, reset by manual_seed."""
+
+    numpy = np.random.default_rng()
+
+
+@public("manual_seed", ("function",))
+def manual_seed(seed):
+    _Generator.numpy = np.random.default_rng(int(seed))
+
+
+def _draw(sample, dtype):
+    """draw(shape) -> a tensor of `sample(generator, shape)` cast to dtype."""
+    return lambda shape: _make(np.asarray(sample(_Generator.numpy, shape)).astype(dtype.np))
+
+
+def _float(dtype):
+    return dtypes.to_dtype(dtype) or dtypes.get_default_dtype()
+
+
+def _leaf(t, requires_grad):
+    return _leaf_requires_grad(t) if requires_grad else t
+
+
+@public("rand", ("function",))
+def rand(*size, dtype=None, requires_grad=False):
+    """Uniform on [0, 1)."""
+    out = _dispatch.draw_random(_draw(lambda g, s: g.random(s), _float(dtype)),
+                                _shape_arg(size))
+    return _leaf(out, requires_grad)
+
+
+@public("randn", ("function",))
+def randn(*size, dtype=None, requires_grad=False):
+    """Standard normal."""
+    out = _dispatch.draw_random(_draw(lambda g, s: g.standard_normal(s), _float(dtype)),
+                                _shape_arg(size))
+    return _leaf(out, requires_grad)
+
+
+@public("randint", ("function",))
+def randint(low, high=None, size=(), dtype=None):
+    """Integers uniform on [low, high) (one argument: [0, low))."""
+    if high is None:
+        low, high = 0, low
+    dtype = dtypes.to_dtype(dtype) or dtypes.int64
+    return _dispatch.draw_random(_draw(lambda g, s: g.integers(low, high, s), dtype),
+                                 _shape_arg((size,)))

@@ -32,6 +32,42 @@ def _leaf_requires_grad(t):
     return t
 
 
+class device:
+    """Where a tensor lives: adkit computes on the CPU only, so `ak.device("cpu")` (or
+    "cpu:0") is the one device; PyTorch code passing device="cpu" ports unchanged."""
+
+    def __init__(self, type="cpu", index=None):  # noqa: A002  (PyTorch's name)
+        if isinstance(type, device):
+            type, index = type.type, type.index
+        kind, _, number = str(type).partition(":")
+        if kind != "cpu":
+            raise RuntimeError(f"adkit computes on the CPU only: device '{type}' is not "
+                               "available (use 'cpu')")
+        self.type = "cpu"
+        self.index = int(number) if number else index
+
+    def __repr__(self):
+        return "device(type='cpu')" if self.index is None else \
+            f"device(type='cpu', index={self.index})"
+
+    def __str__(self):
+        return "cpu" if self.index is None else f"cpu:{self.index}"
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            other = device(other)
+        return isinstance(other, device) and other.type == self.type
+
+    def __hash__(self):
+        return hash(self.type)
+
+
+def _check_device(where):
+    """A device= keyword: None or the CPU (anything else raises)."""
+    if where is not None:
+        device(where)
+
+
 class Size(tuple):
     """The shape of a tensor: a tuple of ints that prints as `adkit.Size([2, 3])`."""
 
@@ -73,6 +109,23 @@ class Tensor:
     @property
     def dtype(self):
         return dtypes.from_numpy_dtype(self._data.dtype)
+
+    @property
+    def device(self):
+        return device("cpu")
+
+    @property
+    def is_cpu(self):
+        return True
+
+    def cpu(self):
+        """The tensor itself (adkit tensors always live on the CPU), as PyTorch's .cpu()."""
+        return self
+
+    @property
+    def output_nr(self):
+        """Which output of its grad_fn this tensor is (0 for leaves)."""
+        return self._output_nr
 
     @property
     def ndim(self):
@@ -403,8 +456,9 @@ def _unwrap_nested(data):
 
 
 # ---------------------------------------------------------------- creation
-def tensor(data, dtype=None, requires_grad=False):
+def tensor(data, dtype=None, requires_grad=False, device=None):
     """A new leaf tensor holding a copy of `data` (PyTorch's `torch.tensor`)."""
+    _check_device(device)
     if isinstance(data, Tensor):
         warnings.warn("To copy construct from a tensor, it is recommended to use "
                       "sourceTensor.clone().detach() or "
@@ -416,8 +470,9 @@ def tensor(data, dtype=None, requires_grad=False):
     return t
 
 
-def as_tensor(data, dtype=None):
+def as_tensor(data, dtype=None, device=None):
     """Like `tensor`, but shares memory with `data` when no copy is needed."""
+    _check_device(device)
     if isinstance(data, Tensor):
         dtype = dtypes.to_dtype(dtype)
         return data if dtype is None or dtype == data.dtype else data.to(dtype)
@@ -452,19 +507,23 @@ def _float_or(dtype):
     return dtypes.to_dtype(dtype) or dtypes.get_default_dtype()
 
 
-def zeros(*size, dtype=None, requires_grad=False):
+def zeros(*size, dtype=None, requires_grad=False, device=None):
+    _check_device(device)
     return _new(np.zeros(_shape_arg(size), _float_or(dtype).np), requires_grad)
 
 
-def ones(*size, dtype=None, requires_grad=False):
+def ones(*size, dtype=None, requires_grad=False, device=None):
+    _check_device(device)
     return _new(np.ones(_shape_arg(size), _float_or(dtype).np), requires_grad)
 
 
-def empty(*size, dtype=None, requires_grad=False):
+def empty(*size, dtype=None, requires_grad=False, device=None):
+    _check_device(device)
     return _new(np.empty(_shape_arg(size), _float_or(dtype).np), requires_grad)
 
 
-def full(size, fill_value, dtype=None, requires_grad=False):
+def full(size, fill_value, dtype=None, requires_grad=False, device=None):
+    _check_device(device)
     dtype = dtypes.to_dtype(dtype) or _infer_dtype(fill_value)
     return _new(np.full(_shape_arg((size,)), fill_value, dtype.np), requires_grad)
 
@@ -475,23 +534,28 @@ def _like_dtype(t, dtype):
     return t._data.dtype if isinstance(t, Tensor) else np.asarray(t).dtype
 
 
-def zeros_like(t, dtype=None, requires_grad=False):
+def zeros_like(t, dtype=None, requires_grad=False, device=None):
+    _check_device(device)
     return _new(np.zeros(np.shape(t), _like_dtype(t, dtype)), requires_grad)
 
 
-def ones_like(t, dtype=None, requires_grad=False):
+def ones_like(t, dtype=None, requires_grad=False, device=None):
+    _check_device(device)
     return _new(np.ones(np.shape(t), _like_dtype(t, dtype)), requires_grad)
 
 
-def empty_like(t, dtype=None, requires_grad=False):
+def empty_like(t, dtype=None, requires_grad=False, device=None):
+    _check_device(device)
     return _new(np.empty(np.shape(t), _like_dtype(t, dtype)), requires_grad)
 
 
-def full_like(t, fill_value, dtype=None, requires_grad=False):
+def full_like(t, fill_value, dtype=None, requires_grad=False, device=None):
+    _check_device(device)
     return _new(np.full(np.shape(t), fill_value, _like_dtype(t, dtype)), requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, requires_grad=False):
+def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None):
+    _check_device(device)
     if end is None:
         start, end = 0, start
     if dtype is None:
@@ -500,11 +564,13 @@ def arange(start, end=None, step=1, dtype=None, requires_grad=False):
     return _new(np.arange(start, end, step).astype(dtype.np), requires_grad)
 
 
-def linspace(start, end, steps, dtype=None, requires_grad=False):
+def linspace(start, end, steps, dtype=None, requires_grad=False, device=None):
+    _check_device(device)
     return _new(np.linspace(start, end, int(steps), dtype=_float_or(dtype).np), requires_grad)
 
 
-def eye(n, m=None, dtype=None, requires_grad=False):
+def eye(n, m=None, dtype=None, requires_grad=False, device=None):
+    _check_device(device)
     return _new(np.eye(n, m, dtype=_float_or(dtype).np), requires_grad)
 
 

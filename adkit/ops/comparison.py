@@ -374,3 +374,22 @@ class Where(ArrayFunction):
 def where_method(x, condition, y):
     """`x.where(condition, y)`: x where condition else y (PyTorch's Tensor.where)."""
     return Where.apply(condition, x, y)
+
+
+@public("isclose")
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):  # noqa: A002
+    """|input - other| <= atol + rtol * |other| elementwise (equal infinities are close;
+    NaNs only with equal_nan), as torch.isclose; a bool tensor, no gradient."""
+    with np.errstate(invalid="ignore"):  # inf - inf: decided by the equality below
+        close = (input - other).abs() <= atol + rtol * other.abs()
+    close = close | (input == other)
+    if equal_nan:
+        close = close | (input.isnan() & other.isnan())
+    return close
+
+
+@public("allclose")
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):  # noqa: A002
+    """Whether isclose holds everywhere (a Python bool, as torch.allclose)."""
+    close = isclose(input, other, rtol, atol, equal_nan)
+    return bool(np.all(close._data))

@@ -9,7 +9,7 @@ the graph (made once, when tracing), as before.
 import numpy as np
 
 from .. import _dispatch, dtypes
-from ..tensor import _leaf_requires_grad, _make, _shape_arg
+from ..tensor import _check_device, _leaf_requires_grad, _make, _shape_arg
 from ._families import public
 
 
@@ -38,24 +38,27 @@ def _leaf(t, requires_grad):
 
 
 @public("rand", ("function",))
-def rand(*size, dtype=None, requires_grad=False):
+def rand(*size, dtype=None, requires_grad=False, device=None):
     """Uniform on [0, 1)."""
+    _check_device(device)
     out = _dispatch.draw_random(_draw(lambda g, s: g.random(s), _float(dtype)),
                                 _shape_arg(size))
     return _leaf(out, requires_grad)
 
 
 @public("randn", ("function",))
-def randn(*size, dtype=None, requires_grad=False):
+def randn(*size, dtype=None, requires_grad=False, device=None):
     """Standard normal."""
+    _check_device(device)
     out = _dispatch.draw_random(_draw(lambda g, s: g.standard_normal(s), _float(dtype)),
                                 _shape_arg(size))
     return _leaf(out, requires_grad)
 
 
 @public("randint", ("function",))
-def randint(low, high=None, size=(), dtype=None):
+def randint(low, high=None, size=(), dtype=None, device=None):
     """Integers uniform on [low, high) (one argument: [0, low))."""
+    _check_device(device)
     if high is None:
         low, high = 0, low
     dtype = dtypes.to_dtype(dtype) or dtypes.int64

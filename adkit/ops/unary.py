@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from .. import dtypes
+from ..tensor import Tensor, _check_device, device as _device
 from ._families import ArrayFunction, UnaryElementwise, public
 from ._helpers import as_float_array
 from .comparison import Where, not_implemented_for
@@ -694,10 +695,20 @@ class ToDtype(ArrayFunction):
         return cls.apply(x, dtype), in_dims[0]
 
     @classmethod
-    def interface(cls, x, dtype=None, *args, **kwargs):
-        dtype = dtypes.to_dtype(kwargs.get("dtype", dtype))
+    def interface(cls, x, *args, dtype=None, device=None, non_blocking=False, copy=False):
+        """PyTorch's forms: to(dtype), to(device), to(device, dtype), to(other tensor),
+        with dtype=/device=/copy= keywords (the device must be the CPU)."""
+        for arg in args:
+            if isinstance(arg, Tensor):
+                dtype = arg.dtype
+            elif isinstance(arg, (str, _device)):
+                device = arg
+            elif arg is not None and not isinstance(arg, bool):
+                dtype = arg
+        _check_device(device)
+        dtype = dtypes.to_dtype(dtype)
         if dtype is None or dtype == x.dtype:
-            return x
+            return x.clone() if copy else x
         return cls.apply(x, dtype.np)
 
 

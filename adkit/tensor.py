@@ -314,6 +314,20 @@ class Tensor:
             self._hooks = HookDict()
         return add_hook(self._hooks, hook)
 
+    def register_post_accumulate_grad_hook(self, hook):
+        """Register `hook(tensor)`, run after backward accumulated into this leaf's
+        `.grad` (PyTorch's, e.g. for optimizer steps in backward). Returns a handle."""
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require "
+                               "gradient")
+        if self._grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
+                               "tensors")
+        hooks = self.__dict__.get("_post_accumulate_hooks")
+        if hooks is None:
+            hooks = self._post_accumulate_hooks = HookDict()
+        return add_hook(hooks, hook)
+
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         from .autograd import engine  # upward call (see tests/test_layering.py)
         engine.backward(self, gradient, retain_graph, create_graph, inputs=inputs)

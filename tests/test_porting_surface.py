@@ -60,3 +60,20 @@ def test_output_nr_and_vmap_alias():
     assert values.output_nr == 0 and x.output_nr == 0
     assert ak.vmap is ak.func.vmap
     np.testing.assert_allclose(ak.vmap(lambda v: v * 2)(ak.ones(3, 2)).numpy(), 2.0)
+
+
+def test_post_accumulate_grad_hooks_run_after_accumulation_on_leaves():
+    x = ak.ones(2, requires_grad=True)
+    seen = []
+    handle = x.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.tolist()))
+    (x * 3).sum().backward()
+    (x * 3).sum().backward()
+    assert seen == [[3.0, 3.0], [6.0, 6.0]]
+    ak.autograd.grad((x * 3).sum(), x)  # grad() accumulates nothing: no call
+    handle.remove()
+    (x * 3).sum().backward()
+    assert len(seen) == 2
+    with pytest.raises(RuntimeError, match="cannot be registered on non-leaf tensors"):
+        (x * 2).register_post_accumulate_grad_hook(lambda t: None)
+    with pytest.raises(RuntimeError, match="doesn't require gradient"):
+        ak.ones(2).register_post_accumulate_grad_hook(lambda t: None)

@@ -96,6 +96,10 @@ class AccumulateGrad(Node):
 
     def _run(self, grads):
         accumulate_into(self.variable, grads[0])
+        hooks = self.variable.__dict__.get("_post_accumulate_hooks")
+        if hooks:  # register_post_accumulate_grad_hook: called with the tensor itself
+            for hook in list(hooks.values()):
+                hook(self.variable)
         return ()
 
 

@@ -7,7 +7,7 @@ from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                  is_inference_mode_enabled, no_grad, set_grad_enabled)
 from .dtypes import (bool_ as bool, float16, float32, float64, get_default_dtype, int32,
                      int64, set_default_dtype)
-from .tensor import (Size, Tensor, arange, device, as_tensor, empty, empty_like, eye, from_numpy,
+from .tensor import (Size, Tensor, arange, device, is_inference, as_tensor, empty, empty_like, eye, from_numpy,
                      full, full_like, linspace, ones, ones_like, tensor, zeros, zeros_like)
 
 double = float64

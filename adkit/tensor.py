@@ -6,6 +6,7 @@ Op methods (`x.exp()`, `x + y`, `x[i]`) are bound onto Tensor by `adkit/ops/__in
 Invariant: `_data` is always an ndarray whose dtype is one of `dtypes.ALL`.
 """
 import numbers
+import threading
 import warnings
 
 import numpy as np
@@ -62,10 +63,24 @@ class device:
         return hash(self.type)
 
 
+def is_inference(t):
+    """`ak.is_inference(t)`: whether t was made inside inference_mode."""
+    return t.is_inference()
+
+
 def _check_device(where):
     """A device= keyword: None or the CPU (anything else raises)."""
     if where is not None:
         device(where)
+
+
+class _Creation(threading.local):
+    """What kind of tensor is made now: inside `inference_mode` (autograd/grad_mode.py
+    sets the flag), every new tensor is an inference tensor, as in PyTorch."""
+    inference = False
+
+
+CREATION = _Creation()
 
 
 class Size(tuple):
@@ -94,6 +109,8 @@ class Tensor:
     _fw = None
     # For views: how to re-derive this view from its root `_base` (autograd/views.py).
     _view_fn = None
+    # Made inside inference_mode (set per instance by _make/_init when so).
+    _inference = False
 
     def __init__(self, data, dtype=None, requires_grad=False):
         arr = _to_array(data, dtype)
@@ -113,6 +130,11 @@ class Tensor:
     @property
     def device(self):
         return device("cpu")
+
+    def is_inference(self):
+        """Whether the tensor was made inside inference_mode (PyTorch's inference
+        tensors: never saved for backward, not written in place outside the mode)."""
+        return self._inference
 
     @property
     def is_cpu(self):
@@ -161,6 +183,9 @@ class Tensor:
                 "use var_no_grad = var.detach().")
         if value and self._data.dtype.kind != "f":
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if value and self._inference and not CREATION.inference:
+            raise RuntimeError("Setting requires_grad=True on inference tensor outside "
+                               "InferenceMode is not allowed.")
         self._requires_grad = bool(value)
 
     @property
@@ -387,6 +412,8 @@ def _init(t, arr, grad_fn, version_counter, requires_grad=False, output_nr=0):
     t._hooks = None
     t._accumulator = None
     t._base = None
+    if CREATION.inference:
+        t._inference = True
 
 
 def _make(arr, grad_fn=None, output_nr=0, requires_grad=False, version_counter=None):
@@ -403,6 +430,8 @@ def _make(arr, grad_fn=None, output_nr=0, requires_grad=False, version_counter=N
     t._hooks = None
     t._accumulator = None
     t._base = None
+    if CREATION.inference:
+        t._inference = True
     return t
 
 

@@ -263,7 +263,13 @@ def _contains(seq, obj):
 
 
 def check_inplace(tensor):
-    """PyTorch's refusals for writing into a tensor under grad mode."""
+    """PyTorch's refusals for writing into a tensor: an inference tensor outside
+    inference_mode; under grad mode, a leaf that requires grad or a view of one."""
+    if isinstance(tensor, Tensor) and tensor._inference and not STATE.inference:
+        raise RuntimeError("Inplace update to inference tensor outside InferenceMode is "
+                           "not allowed.You can make a clone to get a normal tensor before "
+                           "doing inplace update.See https://github.com/pytorch/rfcs/pull/17 "
+                           "for more details.")
     if STATE.enabled and isinstance(tensor, Tensor) and tensor._requires_grad:
         if tensor._grad_fn is None:
             raise RuntimeError("a leaf Variable that requires grad is being used in an "

@@ -8,11 +8,22 @@ import functools
 import inspect
 import threading
 
+from ..tensor import CREATION
+
 
 class _GradState(threading.local):
     def __init__(self):
         self.enabled = True
-        self.inference = False
+
+    @property
+    def inference(self):
+        """Inside inference_mode: kept where tensors are made (tensor.CREATION), which
+        marks them as inference tensors."""
+        return CREATION.inference
+
+    @inference.setter
+    def inference(self, value):
+        CREATION.inference = value
 
 
 STATE = _GradState()

@@ -159,7 +159,10 @@ def pack_saved(node, tensors):
     for t in tensors:
         if t is None:
             packs.append(None)
-        elif t._grad_fn is node and type(t) is Tensor:
+            continue
+        if t._inference and not STATE.inference:
+            raise RuntimeError(INFERENCE_SAVED_MESSAGE)
+        if t._grad_fn is node and type(t) is Tensor:
             # t.__dict__ is where forward-AD tangents will be attached: kept so that a
             # backward run under a dual level sees the output's tangent (jvp of grad)
             packs.append((t._data, t._version_counter, t._version_counter[0], t._output_nr,
@@ -217,6 +220,12 @@ def _modified_message(node, data, counter, version, grad_fn, output_nr):
             "that failed to compute its gradient. The variable in question was changed in "
             "there or anywhere later. Good luck!")
 
+
+INFERENCE_SAVED_MESSAGE = (
+    "Inference tensors cannot be saved for backward. Please do not use Tensors created in "
+    "inference mode in computation tracked by autograd. To work around this, you can make "
+    "a clone to get a normal tensor and use it in autograd, or use `ak.no_grad()` instead "
+    "of `ak.inference_mode()`.")
 
 FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved tensors "

@@ -43,6 +43,10 @@ def _np(t):
 
 
 def _close(actual, expected, what, rtol=1e-7, atol=1e-9):
+    """Compare at float64 tolerances, or at float32's when either side is float32
+    (fused and reordered float32 arithmetic differs from eager by a few ulps)."""
+    if np.asarray(actual).dtype == np.float32 or np.asarray(expected).dtype == np.float32:
+        rtol, atol = max(rtol, 2e-4), max(atol, 2e-5)
     try:
         assert_close(np.asarray(actual, dtype=float), np.asarray(expected, dtype=float),
                      rtol=rtol, atol=atol, equal_nan=True, check_dtype=False)

@@ -45,12 +45,80 @@ def test_gradcheck_passes_on_correct_rules():
     assert gradgradcheck(lambda a: (a * a * a).sum(), (x64(1.0, 2.0),))
 
 
-def test_gradcheck_error_names_input_and_entry():
+def test_gradcheck_error_is_pytorchs_word_for_word():
     with pytest.raises(GradcheckError) as info:
         gradcheck(WrongSquare.apply, (x64(1.0, 2.0),))
     msg = str(info.value)
-    assert "with respect to input 0" in msg and "entry [0, 0]" in msg
-    assert "analytical" in msg and "numerical" in msg
+    assert msg.startswith("Jacobian mismatch for output 0 with respect to input 0,\n"
+                          "numerical:tensor(")
+    assert "\nanalytical:tensor(" in msg
+
+
+class NotReentrant(Function):
+    """A backward that differs from run to run (by a counter)."""
+    calls = [0]
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        NotReentrant.calls[0] += 1
+        return 2 * x * g + NotReentrant.calls[0] * 1e-9
+
+
+def test_gradcheck_detects_a_backward_that_is_not_reentrant():
+    with pytest.raises(GradcheckError, match="Backward is not reentrant, i.e., running "
+                                             "backward with same input and grad_output "
+                                             "multiple times gives different values"):
+        gradcheck(NotReentrant.apply, (x64(1.0, 2.0),))
+    assert gradcheck(NotReentrant.apply, (x64(1.0, 2.0),), nondet_tol=1e-6)
+
+
+class WrongBatchingRule(Function):
+    """Right gradients, but a vmap rule for its backward's op that is off by 1."""
+
+    @staticmethod
+    def forward(x):
+        return x * 3.0
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, g):
+        return _Scale.apply(g)
+
+
+class _Scale(Function):
+    @staticmethod
+    def forward(g):
+        return g * 3.0
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3.0
+
+    @staticmethod
+    def vmap(info, in_dims, g):
+        return g * 3.0 + 1.0, in_dims[0]
+
+
+def test_gradcheck_check_batched_grad():
+    x = x64(1.0, 2.0)
+    assert gradcheck(lambda v: (v * v).sin(), (x,), check_batched_grad=True)
+    assert gradcheck(WrongBatchingRule.apply, (x,))
+    with pytest.raises(GradcheckError, match="gradcheck or gradgradcheck failed while "
+                                             "testing batched gradient computation"):
+        gradcheck(WrongBatchingRule.apply, (x,), check_batched_grad=True)
 
 
 def test_gradcheck_raise_exception_false_returns_false():

@@ -27,6 +27,7 @@ MARKER = "# upward call (see tests/test_layering.py)"
 UPWARD_CALLS = {  # (importing module, imported module)
     ("adkit.tensor", "adkit.autograd.engine"),  # Tensor.backward runs the engine
     ("adkit.tensor", "adkit.autograd.grad_mode"),  # numpy() is allowed under no_grad
+    ("adkit.autograd.gradcheck", "adkit.func"),  # check_batched_grad runs ak.func.vmap
 }
 HARD_LINE_CAP = 800
 

@@ -8,13 +8,14 @@ NB: this is the hot path of eager mode; its fast paths are measured by
 benchmarks/eager_overhead.py.
 """
 import warnings
+import weakref
 
 import numpy as np
 
 from ..tensor import Tensor, _make
 from .anomaly_mode import STATE as ANOMALY, record_forward_trace
 from .grad_mode import STATE
-from .node import SEQUENCE, grad_accumulator, pack_saved
+from .node import SEQUENCE, before_in_place_write, grad_accumulator, pack_saved
 from .views import ViewFn, rebase_history, refresh_views, register_view
 
 
@@ -206,6 +207,8 @@ def _finish(cls, ctx, args, outputs, requires):
             _make_view_of(out, args, cls)
         if requires:
             if out._data.dtype.kind == "f" and not (non_diff and _contains(non_diff, out)):
+                if out._retains_grad:  # written in place: retain_grad follows it
+                    _move_retained_grad(out, ctx, i)
                 out._requires_grad = True
                 out._grad_fn = ctx
                 out._output_nr = i
@@ -240,6 +243,18 @@ def _finish(cls, ctx, args, outputs, requires):
 _NO_EDGE = (None, 0)
 
 
+def _move_retained_grad(tensor, new_node, output_nr):
+    """A tensor that retains its grad and was written in place retains the gradient of
+    its new value (PyTorch): the retain hook moves from its old node to the new one."""
+    old = tensor._grad_fn
+    hooks = getattr(old, "_retain_grad_hooks", None)
+    if hooks and tensor._output_nr in hooks and hooks[tensor._output_nr]() is tensor:
+        del hooks[tensor._output_nr]
+    if new_node._retain_grad_hooks is None:
+        new_node._retain_grad_hooks = {}
+    new_node._retain_grad_hooks[output_nr] = weakref.ref(tensor)
+
+
 def _tensor_positions(args):
     """{id(tensor): its index among the tensor arguments} (next_functions order)."""
     return {id(a): i for i, a in enumerate(a for a in args if isinstance(a, Tensor))}
@@ -265,6 +280,8 @@ def _contains(seq, obj):
 def check_inplace(tensor):
     """PyTorch's refusals for writing into a tensor: an inference tensor outside
     inference_mode; under grad mode, a leaf that requires grad or a view of one."""
+    if isinstance(tensor, Tensor):
+        before_in_place_write(tensor)
     if isinstance(tensor, Tensor) and tensor._inference and not STATE.inference:
         raise RuntimeError("Inplace update to inference tensor outside InferenceMode is "
                            "not allowed.You can make a clone to get a normal tensor before "

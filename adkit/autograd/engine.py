@@ -311,6 +311,19 @@ def _evaluate_with_anomaly_checks(node, grads, *args):
     return outs
 
 
+def _checked_hook_result(hook, result, grad):
+    """What a tensor hook returned must be a tensor like the gradient (PyTorch's checks)."""
+    name = getattr(hook, "__name__", repr(hook))
+    if not isinstance(result, Tensor):
+        raise TypeError(f"expected Variable, but hook returned '{type(result).__name__}'")
+    if result._data.shape != grad._data.shape:
+        raise RuntimeError(f"hook '{name}' has changed the size of value")
+    if result._data.dtype != grad._data.dtype:
+        raise RuntimeError(f"hook '{name}' has changed the type of value (was "
+                           f"{grad.dtype} got {result.dtype})")
+    return result
+
+
 def _run_tensor_hooks(node, grads):
     """Hooks registered on the tensors this node produced (or on the leaf), then
     retain_grad, which always runs last."""
@@ -320,7 +333,7 @@ def _run_tensor_hooks(node, grads):
             for hook in list(hooks.values()):
                 result = hook(grads[nr])
                 if result is not None:
-                    grads[nr] = result
+                    grads[nr] = _checked_hook_result(hook, result, grads[nr])
     if node._retain_grad_hooks:
         for nr, ref in node._retain_grad_hooks.items():
             t = ref()

@@ -1,11 +1,13 @@
 """adkit.autograd.graph: hooks on what the graph saves, and the graph's node type.
 
-Owns: `saved_tensors_hooks` and `disable_saved_tensors_hooks` (thread-local stack kept in
-node.py, where saving happens). Does not: change how nodes run.
+Owns: `saved_tensors_hooks`, `disable_saved_tensors_hooks` (thread-local stack kept in
+node.py, where saving happens) and `allow_mutation_on_saved_tensors` (copy-on-write of
+saved tensors, built on saved-tensor hooks). Does not: change how nodes run.
 """
-from .node import SAVED_HOOKS, Node
+from .node import MUTATION_WATCH, SAVED_HOOKS, Node
 
-__all__ = ["Node", "saved_tensors_hooks", "disable_saved_tensors_hooks"]
+__all__ = ["Node", "saved_tensors_hooks", "disable_saved_tensors_hooks",
+           "allow_mutation_on_saved_tensors"]
 
 
 class saved_tensors_hooks:
@@ -41,4 +43,32 @@ class disable_saved_tensors_hooks:
 
     def __exit__(self, *exc):
         SAVED_HOOKS.disabled_message = self._prev
+        return False
+
+
+class allow_mutation_on_saved_tensors:
+    """Inside the block, a tensor saved for backward may be modified in place: it is
+    copied just before its first in-place write, and backward reads the copy (PyTorch's
+    copy-on-write; no 'modified by an inplace operation' error). Writes made by a custom
+    Function's forward (mark_dirty) happen before adkit sees them and are not covered."""
+
+    def __enter__(self):
+        if MUTATION_WATCH.watched is not None:
+            raise RuntimeError("allow_mutation_on_saved_tensors contexts cannot be nested")
+        watched = MUTATION_WATCH.watched = {}
+
+        def pack(tensor):
+            holder = [tensor, None]
+            watched.setdefault(id(tensor._version_counter), []).append(holder)
+            return holder
+
+        def unpack(holder):
+            return holder[0] if holder[1] is None else holder[1]
+        self._hooks = saved_tensors_hooks(pack, unpack)
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._hooks.__exit__(*exc)
+        MUTATION_WATCH.watched = None
         return False

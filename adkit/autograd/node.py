@@ -150,6 +150,27 @@ class _SavedHooks(threading.local):
 SAVED_HOOKS = _SavedHooks()
 
 
+class _MutationWatch(threading.local):
+    """Inside allow_mutation_on_saved_tensors (graph.py): saved tensors by the id of
+    their version counter (shared by a tensor and all its views), each a holder
+    [tensor, copy made before its first in-place write, or None]."""
+    def __init__(self):
+        self.watched = None
+
+
+MUTATION_WATCH = _MutationWatch()
+
+
+def before_in_place_write(tensor):
+    """Copy-on-write for allow_mutation_on_saved_tensors: saved tensors sharing memory
+    with `tensor` keep their current values for backward."""
+    watched = MUTATION_WATCH.watched
+    if watched:
+        for holder in watched.get(id(tensor._version_counter), ()):
+            if holder[1] is None:
+                holder[1] = _make(np.array(holder[0]._data, copy=True))
+
+
 def pack_saved(node, tensors):
     """Pack the tensors `node` saves for backward, recording their versions now (or,
     under saved_tensors_hooks, keeping whatever the pack hook returns)."""
@@ -179,10 +200,31 @@ def _pack_with_hooks(tensors):
     pack_hook, unpack_hook = SAVED_HOOKS.stack[-1]
     prev, STATE.enabled = STATE.enabled, False  # as in PyTorch: hooks run without grad
     try:
-        return tuple(None if t is None else (pack_hook(t), unpack_hook, None)
+        return tuple(None if t is None else (_checked_pack(pack_hook, t), unpack_hook, None)
                      for t in tensors)
     finally:
         STATE.enabled = prev
+
+
+def _checked_pack(pack_hook, t):
+    """pack_hook(t), refusing a hook that writes into t (PyTorch's check: by version)."""
+    version = t._version_counter[0]
+    packed = pack_hook(t)
+    if t._version_counter[0] != version:
+        raise RuntimeError("A saved tensor pack hook is modifying its input in place. Tensors "
+                           "provided as input to pack hook cannot be modified by in-place "
+                           "operations as this can lead to unexpected side-effects. Please "
+                           "be aware that the input to the pack hook is the tensor itself, "
+                           "not a copy.")
+    return packed
+
+
+def _checked_unpack(unpack_hook, packed):
+    value = unpack_hook(packed)
+    if not isinstance(value, Tensor):
+        raise TypeError(f"Output of saved tensor unpack_hook expected to be a Tensor but got "
+                        f"result of type {type(value).__name__}")
+    return value
 
 
 def unpack_saved(node, packs):
@@ -192,7 +234,7 @@ def unpack_saved(node, packs):
         if p is None:
             result.append(None)
         elif len(p) == 3:  # packed by a saved_tensors_hooks pack hook
-            result.append(p[1](p[0]))
+            result.append(_checked_unpack(p[1], p[0]))
         elif len(p) == 2:
             t, version = p
             if t._version_counter[0] != version:

@@ -239,8 +239,8 @@ def test_matmul_values_and_grads_match_torch(a, b):
 def test_matmul_int_and_grad_fn_names():
     assert ak.matmul(ak.tensor([1, 2]), ak.tensor([3, 4])).item() == 11
     x = ak.ones(2, 2, requires_grad=True)
-    assert ak.mm(x, x).grad_fn.name() == "MmBackward"
-    assert (x @ x).grad_fn.name() == "MatmulBackward"
+    assert ak.mm(x, x).grad_fn.name() == "MmBackward0"
+    assert (x @ x).grad_fn.name() == "MatmulBackward0"
 
 
 # ---------------------------------------------------------------- einsum

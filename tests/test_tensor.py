@@ -142,7 +142,7 @@ def test_tensor_repr_like_pytorch():
     assert repr(ak.tensor([1.0], dtype=ak.float64)) == "tensor([1.], dtype=adkit.float64)"
     assert repr(ak.tensor([1.0], requires_grad=True)) == "tensor([1.], requires_grad=True)"
     y = ak.tensor([1.0], requires_grad=True) * 2
-    assert repr(y) == "tensor([2.], grad_fn=<MulBackward>)"
+    assert repr(y) == "tensor([2.], grad_fn=<MulBackward0>)"
     assert repr(ak.tensor([True])) == "tensor([True])"
     assert repr(ak.zeros(0, 3)) == "tensor([], size=(0, 3))"
 

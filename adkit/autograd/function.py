@@ -222,13 +222,23 @@ class FunctionMeta(type):
     `apply` binds arguments to `forward`."""
 
     def __init__(cls, name, bases, attrs):
-        backward_cls = type(name + "Backward", (BackwardCFunction,), {"_forward_cls": cls})
+        backward_cls = type(_node_name(name, attrs), (BackwardCFunction,),
+                            {"_forward_cls": cls})
         backward_cls._autograd_function_id = next(AUTOGRAD_FUNCTION_COUNTER)
         backward_cls._compiled_autograd_should_lift = attrs.get(
             "_compiled_autograd_should_lift", True)
         cls._backward_cls = backward_cls
         super().__init__(name, bases, attrs)
         cls._binding = None  # (n_positional, Signature) computed on first apply
+
+
+def _node_name(name, attrs):
+    """PyTorch's node names: a built-in op's node is `<Op>Backward0` (an in-place op
+    shares its out-of-place op's name: mul_ -> MulBackward0); a user Function's is
+    `<ClassName>Backward`."""
+    if attrs.get("__module__", "").startswith("adkit.ops."):
+        return name.replace("Inplace", "").rstrip("_") + "Backward0"
+    return name + "Backward"
 
 
 _NO_DEFAULT = inspect.Parameter.empty

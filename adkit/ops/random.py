@@ -24,43 +24,37 @@ def manual_seed(seed):
     _Generator.numpy = np.random.default_rng(int(seed))
 
 
-def _draw(sample, dtype):
-    """draw(shape) -> a tensor of `sample(generator, shape)` cast to dtype."""
-    return lambda shape: _make(np.asarray(sample(_Generator.numpy, shape)).astype(dtype.np))
+def _tensor(sample, size, dtype, requires_grad=False, device=None):
+    """A tensor of `sample(generator, shape)` cast to dtype, drawn through the levels."""
+    _check_device(device)
+
+    def draw(shape):
+        return _make(np.asarray(sample(_Generator.numpy, shape)).astype(dtype.np))
+    out = _dispatch.draw_random(draw, _shape_arg(size))
+    return _leaf_requires_grad(out) if requires_grad else out
 
 
 def _float(dtype):
     return dtypes.to_dtype(dtype) or dtypes.get_default_dtype()
 
 
-def _leaf(t, requires_grad):
-    return _leaf_requires_grad(t) if requires_grad else t
-
-
 @public("rand", ("function",))
 def rand(*size, dtype=None, requires_grad=False, device=None):
     """Uniform on [0, 1)."""
-    _check_device(device)
-    out = _dispatch.draw_random(_draw(lambda g, s: g.random(s), _float(dtype)),
-                                _shape_arg(size))
-    return _leaf(out, requires_grad)
+    return _tensor(lambda g, s: g.random(s), size, _float(dtype), requires_grad, device)
 
 
 @public("randn", ("function",))
 def randn(*size, dtype=None, requires_grad=False, device=None):
     """Standard normal."""
-    _check_device(device)
-    out = _dispatch.draw_random(_draw(lambda g, s: g.standard_normal(s), _float(dtype)),
-                                _shape_arg(size))
-    return _leaf(out, requires_grad)
+    return _tensor(lambda g, s: g.standard_normal(s), size, _float(dtype), requires_grad,
+                   device)
 
 
 @public("randint", ("function",))
 def randint(low, high=None, size=(), dtype=None, device=None):
     """Integers uniform on [low, high) (one argument: [0, low))."""
-    _check_device(device)
     if high is None:
         low, high = 0, low
-    dtype = dtypes.to_dtype(dtype) or dtypes.int64
-    return _dispatch.draw_random(_draw(lambda g, s: g.integers(low, high, s), dtype),
-                                 _shape_arg((size,)))
+    return _tensor(lambda g, s: g.integers(low, high, s), (size,),
+                   dtypes.to_dtype(dtype) or dtypes.int64, device=device)

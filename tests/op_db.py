@@ -109,10 +109,10 @@ def to_tensor_args(args, requires_grad=False, grad_argnums=None):
 
 def _collect():
     from . import (op_db_elementwise, op_db_indexing, op_db_linalg, op_db_nn,
-                   op_db_reduction, op_db_shape)
+                   op_db_reduction, op_db_shape, op_db_views)
     rows = []
     for module in (op_db_elementwise, op_db_reduction, op_db_linalg, op_db_shape,
-                   op_db_indexing, op_db_nn):
+                   op_db_indexing, op_db_nn, op_db_views):
         rows.extend(module.ROWS)
     names = [r.name for r in rows]
     dupes = {n for n in names if names.count(n) > 1}

@@ -48,6 +48,8 @@ def test_forward_records_grad_fn(info, dtype, sample):
     for out in flatten_outputs(info.op(*args, **sample.kwargs)):
         if out.dtype.is_floating_point:
             assert out.requires_grad and out.grad_fn is not None
-            assert out.grad_fn.name().endswith("Backward0")
+            # CopySlices: a base written through a view (PyTorch names it so too)
+            assert out.grad_fn.name().endswith("Backward0") or \
+                out.grad_fn.name() == "CopySlices"
         else:
             assert not out.requires_grad and out.grad_fn is None

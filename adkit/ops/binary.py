@@ -91,9 +91,10 @@ class Mul(BinaryElementwise):
 
 
 class Div(BinaryElementwise):
-    """z = x / y (true division);  dz/dx = 1/y, dz/dy = -z/y."""
+    """z = x / y (true division);  dz/dx = 1/y, dz/dy = -x/y^2 (PyTorch's formula: from x,
+    not z, so that div_ can use the same rule with x before the write)."""
     public_name = "div"
-    saves = ("y", "out")
+    saves = ("x", "y")
     aliases = ("divide", "true_divide")
 
     @staticmethod
@@ -110,8 +111,8 @@ class Div(BinaryElementwise):
     def partials(x, y, out):
         if not isinstance(y, Tensor):  # a Python number: IEEE division (1/0 = inf), as
             with np.errstate(divide="ignore"):  # the forward does
-                return np.float64(1.0) / np.float64(y), -out / y
-        return 1 / y, -out / y
+                return np.float64(1.0) / np.float64(y), None
+        return 1 / y, -x / (y * y)
 
 
 def _result_dtype(x, y):

@@ -15,9 +15,11 @@ import numpy as np
 
 from .. import _dispatch, dtypes
 from ..autograd.grad_mode import STATE
-from ..tensor import Tensor, as_tensor, zeros_like
+from ..tensor import Tensor, _make, as_tensor, zeros_like
 from ._families import ArrayFunction
 from ._helpers import shape_of, sum_to
+from .binary import Div, Mul
+from .unary import Exp
 
 _TORCH_NAMES = {"float16": "Half", "float32": "Float", "float64": "Double",
                 "int32": "Int", "int64": "Long", "bool": "Bool"}
@@ -98,6 +100,61 @@ def _total(*terms):
     return total
 
 
+class _InplaceOf(ArrayFunction):
+    """x <- op(x, *operands), where op is the out-of-place Function a subclass also
+    derives from (`class MulInplace(_InplaceOf, Mul)`): op's numpy forward computes the
+    value, which must fit x (PyTorch's cast and shape errors) and is written into x's own
+    array; op's own rules (saves, partials/derivative/masks, backward, jvp) differentiate
+    it, reading the hidden last input `original` (x before the write, passed by the public
+    call when a rule may read it) where they read x. Nothing of op's math is restated."""
+    modifies = 0
+    variants = ("method",)
+    infer = None  # run on zeros: the tracer then sees that the output is x (an alias)
+    lower = None  # written in place: never fused into a kernel
+
+    @classmethod
+    def out_of_place(cls):
+        return next(b for b in cls.__mro__[1:] if "forward" in vars(b)
+                    and not issubclass(b, _InplaceOf))
+
+    @classmethod
+    def write(cls, x, *operands):
+        """op(x, *operands) written into x; x itself is returned."""
+        given = [o for o in operands if o is not None]
+        _check_target(x, *given)
+        # operands in the promoted dtype first (PyTorch computes in it: a float64 0-d
+        # operand does not make a float32 x compute in float64)
+        want = dtypes.result_type(x, *given)
+        operands = [_in_dtype(o, want) for o in operands]
+        result = np.asarray(cls.out_of_place().forward(x, *operands))
+        _check_cast(dtypes.from_numpy_dtype(result.dtype), x)
+        np.copyto(x, result, casting="unsafe")
+        return x
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        *given, original = inputs
+        ctx.mark_dirty(given[0])
+        # op's rules read x's value only where the public call passed `original`; else
+        # they get a stand-in with x's shape and dtype and no memory (saving x itself
+        # would make any later write to x an error at backward, unlike PyTorch)
+        given[0] = original if original is not None else _shape_only(given[0])
+        ctx._forward_cls.out_of_place().setup_context(ctx, tuple(given), output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        grads = ctx._forward_cls.out_of_place().backward(ctx, grad)
+        return (grads if isinstance(grads, tuple) else (grads,)) + (None,)
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        return ctx._forward_cls.out_of_place().jvp(ctx, *tangents[:-1])
+
+
+def _shape_only(t):
+    return _make(np.broadcast_to(np.zeros((), t._data.dtype), t._data.shape))
+
+
 # ---------------------------------------------------------------- batching (vmap)
 _UNBATCHED_SELF = ("vmap: inplace arithmetic(self, *extra_args) is not possible because there "
                    "exists a Tensor `other` in extra_args that has more elements than `self`. "
@@ -157,9 +214,10 @@ def _operands_like_self(in_dims, x, operands, result_type):
     return xd, [_like_self(a, d, x, xd, dtype) for a, d in zip(operands, dims)]
 
 
-def _self_only_rule(cls, info, in_dims, x):
-    """Batching rule: write into the physical x; its batch dim stays where it is."""
-    return cls.apply(x), in_dims[0]
+def _self_only_rule(cls, info, in_dims, x, *hidden):
+    """Batching rule: write into the physical x; its batch dim stays where it is (an
+    unused hidden `original` is passed on as it came)."""
+    return cls.apply(x, *hidden), in_dims[0]
 
 
 def _add_sub(ufunc, x, other, alpha):
@@ -252,101 +310,28 @@ def _mul_div_rule(cls, info, in_dims, x, other, original=None):
     return cls.apply(x, _unalias(x, other), original), xd
 
 
-class MulInplace(ArrayFunction):
-    """x <- x * y;  grad_x = grad * y, grad_y = sum_to(grad * x0, y.shape), where x0 is
-    x before the write (the hidden `original`, given only when y may need a gradient)."""
-    modifies = 0
+class MulInplace(_InplaceOf, Mul):
+    """x <- x * y, with Mul's rules (x before the write as the hidden `original`)."""
     public_name = "mul_"
     aliases = ("multiply_",)
-    variants = ("method",)
 
-    @staticmethod
-    def forward(x, other, original=None):
-        result = dtypes.result_type(x, other)
-        _check_cast(result, x)
-        _check_target(x, other)
-        return np.multiply(x, _in_dtype(other, result), out=x, casting="unsafe")
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        x, other, original = inputs
-        ctx.mark_dirty(x)
-        _save_operands(ctx, other, original)
-
-    @staticmethod
-    def backward(ctx, grad):
-        other, original = _load_operands(ctx)
-        grad_x = grad * other if ctx.needs_input_grad[0] else None
-        grad_other = None
-        if ctx.needs_input_grad[1]:
-            grad_other = sum_to(grad * original, ctx.other_shape)
-        return grad_x, grad_other, None
-
-    @staticmethod
-    def jvp(ctx, x_t, other_t, _original_t):
-        other, original = _load_operands(ctx)
-        return _total(None if x_t is None else x_t * other,
-                      None if other_t is None else other_t * original)
+    @classmethod
+    def forward(cls, x, other, original=None):
+        return cls.write(x, other)
 
     interface = classmethod(_mul_div_interface)
     vmap = classmethod(_mul_div_rule)
 
 
-def _save_operands(ctx, other, original):
-    """Save y (and x0 when y needs a gradient); numbers stay on ctx."""
-    need_x, need_other = ctx.needs_input_grad[:2]
-    if need_other and original is None:
-        raise RuntimeError(f"{ctx._forward_cls.public_name}: the gradient for the other "
-                           "operand needs self's value before the in-place write; call the "
-                           "Tensor method, which passes it")
-    tensor_other = isinstance(other, Tensor)
-    ctx.other = None if tensor_other else other
-    ctx.other_shape = shape_of(other)
-    ctx.save_for_backward(other if tensor_other and (need_x or need_other) else None,
-                          original if need_other else None)
-
-
-def _load_operands(ctx):
-    other, original = ctx.saved_tensors
-    return (ctx.other if other is None else other), original
-
-
-class DivInplace(ArrayFunction):
-    """x <- x / y;  grad_x = grad / y, grad_y = sum_to(-grad * x0 / y^2, y.shape), where x0
-    is x before the write (the hidden `original`, given only when y may need a gradient)."""
-    modifies = 0
+class DivInplace(_InplaceOf, Div):
+    """x <- x / y, with Div's rules (x before the write as the hidden `original`)."""
     public_name = "div_"
     aliases = ("divide_", "true_divide_")
-    variants = ("method",)
 
-    @staticmethod
-    def forward(x, other, original=None):
-        result = dtypes.float_result_type(x, other)
-        _check_cast(result, x)
-        _check_target(x, other)
+    @classmethod
+    def forward(cls, x, other, original=None):
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.true_divide(x, _in_dtype(other, result), out=x, casting="unsafe")
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        x, other, original = inputs
-        ctx.mark_dirty(x)
-        _save_operands(ctx, other, original)
-
-    @staticmethod
-    def backward(ctx, grad):
-        other, original = _load_operands(ctx)
-        grad_x = grad / other if ctx.needs_input_grad[0] else None
-        grad_other = None
-        if ctx.needs_input_grad[1]:
-            grad_other = sum_to(-grad * original / (other * other), ctx.other_shape)
-        return grad_x, grad_other, None
-
-    @staticmethod
-    def jvp(ctx, x_t, other_t, _original_t):
-        other, original = _load_operands(ctx)
-        return _total(None if x_t is None else x_t / other,
-                      None if other_t is None else -other_t * original / (other * other))
+            return cls.write(x, other)
 
     interface = classmethod(_mul_div_interface)
     vmap = classmethod(_mul_div_rule)
@@ -584,30 +569,13 @@ def _less(a, b, dtype):
     return 1.0 if a < b else 0.0
 
 
-class ExpInplace(ArrayFunction):
-    """x <- exp(x);  grad_x = grad * out (the output is saved, as in PyTorch)."""
-    modifies = 0
+class ExpInplace(_InplaceOf, Exp):
+    """x <- exp(x), with Exp's rules (it saves the output: x after the write)."""
     public_name = "exp_"
-    variants = ("method",)
 
-    @staticmethod
-    def forward(x):
-        _check_cast(dtypes.float_result_type(x), x)
-        _check_target(x)
-        return np.exp(x, out=x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.mark_dirty(inputs[0])
-        ctx.save_for_backward(output)  # kept by the core only when grad is needed
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * ctx.saved_tensors[0]
-
-    @staticmethod
-    def jvp(ctx, x_t):
-        return x_t * ctx.saved_tensors[0]
+    @classmethod
+    def forward(cls, x, original=None):
+        return cls.write(x)
 
     interface = classmethod(_guarded_apply)
     vmap = classmethod(_self_only_rule)

@@ -10,6 +10,7 @@ PAIRS = {
     "mul_": (lambda x, y: x.clone().mul_(y), lambda x, y: x * y),
     "div_": (lambda x, y: x.clone().div_(y), lambda x, y: x / y),
     "exp_": (lambda x, y: x.clone().exp_() * y, lambda x, y: x.exp() * y),
+    "clamp_": (lambda x, y: x.clone().clamp_(0.8, y + 0.3), lambda x, y: x.clamp(0.8, y + 0.3)),
 }
 
 

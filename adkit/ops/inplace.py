@@ -18,7 +18,7 @@ from ..autograd.grad_mode import STATE
 from ..tensor import Tensor, _make, as_tensor, zeros_like
 from ._families import ArrayFunction
 from ._helpers import shape_of, sum_to
-from .binary import Div, Mul
+from .binary import Clamp, Div, Mul
 from .unary import Exp
 
 _TORCH_NAMES = {"float16": "Half", "float32": "Float", "float64": "Double",
@@ -477,55 +477,15 @@ class FillInplace(ArrayFunction):
     interface = classmethod(_guarded_apply)
 
 
-class ClampInplace(ArrayFunction):
-    """x <- min(max(x, lo), hi) (a missing bound is skipped); with x0 = x before the write:
-    grad_x = grad * [lo <= x0 <= hi], grad_lo = grad * [x0 < lo and lo < hi],
-    grad_hi = grad * [x0 > hi or hi < lo] (each summed to its bound's shape)."""
-    modifies = 0
+class ClampInplace(_InplaceOf, Clamp):
+    """x <- clamp(x, min, max), with Clamp's rules (x before the write as the hidden
+    `original`, which the masks read)."""
     public_name = "clamp_"
     aliases = ("clip_",)
-    variants = ("method",)
 
-    @staticmethod
-    def forward(x, min=None, max=None, original=None):
-        bounds = [b for b in (min, max) if b is not None]
-        if not bounds:
-            raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
-        result = dtypes.result_type(x, *bounds)
-        _check_cast(result, x)
-        _check_target(x, *bounds)
-        if min is not None:
-            np.maximum(x, _in_dtype(min, result), out=x, casting="unsafe")
-        if max is not None:
-            np.minimum(x, _in_dtype(max, result), out=x, casting="unsafe")
-        return x
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        x, lo, hi, original = inputs
-        ctx.mark_dirty(x)
-        ctx.bounds = [None if isinstance(b, Tensor) else b for b in (lo, hi)]
-        ctx.bound_shapes = [shape_of(lo), shape_of(hi)]
-        if any(ctx.needs_input_grad[:3]):
-            if original is None:
-                raise RuntimeError("clamp_: the gradient needs self's value before the "
-                                   "in-place write; call the Tensor method, which passes it")
-            ctx.save_for_backward(*[b if isinstance(b, Tensor) else None for b in (lo, hi)],
-                                  original)
-
-    @staticmethod
-    def backward(ctx, grad):
-        keep_x, to_lo, to_hi = _clamp_masks(ctx)
-        need = ctx.needs_input_grad
-        return (grad * keep_x if need[0] else None,
-                sum_to(grad * to_lo, ctx.bound_shapes[0]) if need[1] else None,
-                sum_to(grad * to_hi, ctx.bound_shapes[1]) if need[2] else None, None)
-
-    @staticmethod
-    def jvp(ctx, x_t, lo_t, hi_t, _original_t):
-        masks = _clamp_masks(ctx)
-        return _total(*[None if t is None else t * m
-                        for t, m in zip((x_t, lo_t, hi_t), masks)])
+    @classmethod
+    def forward(cls, x, min=None, max=None, original=None):  # noqa: A002
+        return cls.write(x, min, max)
 
     @classmethod
     def interface(cls, x, min=None, max=None):
@@ -541,32 +501,6 @@ class ClampInplace(ArrayFunction):
         xd, bounds = _operands_like_self(in_dims, x, (min, max), dtypes.result_type)
         lo, hi = [_unalias(x, b) for b in bounds]
         return cls.apply(x, lo, hi, _like_self(original, in_dims[3], x, xd)), xd
-
-
-def _clamp_masks(ctx):
-    """0/1 masks (x0's dtype) of where the gradient goes: to x, to lo, to hi."""
-    lo_t, hi_t, x0 = ctx.saved_tensors
-    lo = ctx.bounds[0] if lo_t is None else lo_t
-    hi = ctx.bounds[1] if hi_t is None else hi_t
-    dtype = x0.dtype
-    if lo is None:
-        return (x0 <= hi).to(dtype), None, (x0 > hi).to(dtype)
-    if hi is None:
-        return (x0 >= lo).to(dtype), (x0 < lo).to(dtype), None
-    keep_x = (x0 >= lo).to(dtype) * (x0 <= hi).to(dtype)
-    to_lo = (x0 < lo).to(dtype) * _less(lo, hi, dtype)
-    above = (x0 > hi).to(dtype)
-    to_hi = above + (1 - above) * _less(hi, lo, dtype)  # x0 > hi or hi < lo
-    return keep_x, to_lo, to_hi
-
-
-def _less(a, b, dtype):
-    """[a < b] as a 0/1 tensor of dtype, or as a Python number for two numbers."""
-    if isinstance(a, Tensor):
-        return (a < b).to(dtype)
-    if isinstance(b, Tensor):
-        return (b > a).to(dtype)
-    return 1.0 if a < b else 0.0
 
 
 class ExpInplace(_InplaceOf, Exp):

@@ -7,6 +7,8 @@ import pytest
 import adkit as ak
 
 PAIRS = {
+    "add_": (lambda x, y: x.clone().add_(y, alpha=2.0), lambda x, y: x + 2.0 * y),
+    "sub_": (lambda x, y: x.clone().sub_(y, alpha=0.5), lambda x, y: x - 0.5 * y),
     "mul_": (lambda x, y: x.clone().mul_(y), lambda x, y: x * y),
     "div_": (lambda x, y: x.clone().div_(y), lambda x, y: x / y),
     "exp_": (lambda x, y: x.clone().exp_() * y, lambda x, y: x.exp() * y),
@@ -41,6 +43,12 @@ def test_in_place_rules_equal_the_out_of_place_ones(name, y_shape, y_grad):
     _, t_got = ak.func.jvp(in_place, (x.detach(), y.detach()), tangents)
     _, t_want = ak.func.jvp(out_of_place, (x.detach(), y.detach()), tangents)
     np.testing.assert_allclose(t_got.numpy(), t_want.numpy(), rtol=1e-14)
+
+
+def test_alpha_must_not_be_a_float_for_an_integral_result():
+    with pytest.raises(RuntimeError, match="For integral input tensors, argument alpha must "
+                                           "not be a floating point number."):
+        ak.tensor([1, 2]).add_(ak.tensor([1, 1]), alpha=0.5)
 
 
 def test_an_integer_self_refuses_a_float_result():

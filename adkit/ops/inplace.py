@@ -18,7 +18,7 @@ from ..autograd.grad_mode import STATE
 from ..tensor import Tensor, _make, as_tensor, zeros_like
 from ._families import ArrayFunction
 from ._helpers import shape_of, sum_to
-from .binary import Clamp, Div, Mul
+from .binary import Add, Clamp, Div, Mul, Sub
 from .unary import Exp
 
 _TORCH_NAMES = {"float16": "Half", "float32": "Float", "float64": "Double",
@@ -220,77 +220,52 @@ def _self_only_rule(cls, info, in_dims, x, *hidden):
     return cls.apply(x, *hidden), in_dims[0]
 
 
-def _add_sub(ufunc, x, other, alpha):
-    """x <- ufunc(x, alpha * other), computed in the promoted dtype, stored in x's."""
-    result = dtypes.result_type(x, other)
+def _alpha_times(x, other, alpha):
+    """alpha * other for add_/sub_, as an op (so its gradient carries alpha); PyTorch's
+    refusal of a float alpha for an integral result."""
+    if alpha == 1:
+        return other
+    result = dtypes.result_type(x._data, getattr(other, "_data", other))
     if isinstance(alpha, float) and not result.is_floating_point:
         raise RuntimeError("For integral input tensors, argument alpha must not be a "
                            "floating point number.")
-    _check_cast(result, x)
-    _check_target(x, other)
-    other = _in_dtype(other, result)
-    if alpha != 1:
-        other = np.multiply(other, alpha, dtype=result.np)
-    return ufunc(x, other, out=x, casting="unsafe")
+    return other * alpha
 
 
-class _AddSubInplace(ArrayFunction):
-    """x <- x + sign * alpha * y;  grad_x = grad, grad_y = sum_to(sign * alpha * grad)."""
-    modifies = 0
-    variants = ("method",)
-    sign = 1
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.mark_dirty(inputs[0])
-        ctx.scale = ctx._forward_cls.sign * inputs[2]
-        ctx.other_shape = shape_of(inputs[1])
-
-    @staticmethod
-    def backward(ctx, grad):
-        grad_other = None
-        if ctx.needs_input_grad[1]:
-            grad_other = sum_to(grad if ctx.scale == 1 else grad * ctx.scale, ctx.other_shape)
-        return grad, grad_other, None
-
-    @staticmethod
-    def jvp(ctx, x_t, other_t, _alpha):
-        return _total(x_t, None if other_t is None else other_t * ctx.scale)
-
-    @classmethod
-    def interface(cls, x, other, *, alpha=1):
-        return cls.apply(x, other, alpha)
-
-    @classmethod
-    def vmap(cls, info, in_dims, x, other, alpha=1):
-        """Batching rule: write into the physical x (its batch dim stays), other laid out
-        like x."""
-        xd, (other,) = _operands_like_self(in_dims, x, (other,), dtypes.result_type)
-        return cls.apply(x, other, alpha), xd
+def _add_sub_interface(cls, x, other, *, alpha=1):
+    return cls.apply(x, _alpha_times(x, other, alpha), None)
 
 
-class AddInplace(_AddSubInplace):
-    """x <- x + alpha * y;  grad_x = grad, grad_y = sum_to(alpha * grad, y.shape)."""
+def _add_sub_rule(cls, info, in_dims, x, other, original=None):
+    """Batching rule: write into the physical x (its batch dim stays), other laid out
+    like x."""
+    xd, (other,) = _operands_like_self(in_dims, x, (other,), dtypes.result_type)
+    return cls.apply(x, other, None), xd
+
+
+class AddInplace(_InplaceOf, Add):
+    """x <- x + alpha * y, with Add's rules (alpha scales y first, as an op)."""
     public_name = "add_"
 
-    @staticmethod
-    def forward(x, other, alpha=1):
-        return _add_sub(np.add, x, other, alpha)
+    @classmethod
+    def forward(cls, x, other, original=None):
+        return cls.write(x, other)
+
+    interface = classmethod(_add_sub_interface)
+    vmap = classmethod(_add_sub_rule)
 
 
-class SubInplace(_AddSubInplace):
-    """x <- x - alpha * y;  grad_x = grad, grad_y = sum_to(-alpha * grad, y.shape)."""
+class SubInplace(_InplaceOf, Sub):
+    """x <- x - alpha * y, with Sub's rules (and its refusals of bool operands)."""
     public_name = "sub_"
     aliases = ("subtract_",)
-    sign = -1
 
-    @staticmethod
-    def forward(x, other, alpha=1):
-        if x.dtype == np.bool_ and (not isinstance(other, np.ndarray) or
-                                    other.dtype == np.bool_):
-            raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
-                               "supported. Use the `^` or `logical_xor()` operator instead.")
-        return _add_sub(np.subtract, x, other, alpha)
+    @classmethod
+    def forward(cls, x, other, original=None):
+        return cls.write(x, other)
+
+    interface = classmethod(_add_sub_interface)
+    vmap = classmethod(_add_sub_rule)
 
 
 def _mul_div_interface(cls, x, other):

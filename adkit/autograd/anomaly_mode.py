@@ -72,14 +72,14 @@ def record_forward_trace(node):
 
 
 def check_node(node, grads):
-    """After `node` ran in backward: raise if it returned NaN, showing its forward trace."""
+    """After `node` ran in backward: raise if it returned NaN (PyTorch's message; the engine
+    warns with the forward trace, as for any error in backward)."""
     if not STATE.check_nan:
         return
     for i, g in enumerate(grads):
         if g is not None and g._data.dtype.kind == "f" and np.isnan(g._data).any():
             raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th "
-                               f"output.\nTraceback of forward call that caused the error:\n"
-                               f"{forward_trace(node)}")
+                               f"output.")
 
 
 def forward_trace(node):

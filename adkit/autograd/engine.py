@@ -304,10 +304,10 @@ def _evaluate(node, grads, captures, captured, accumulate, keep_graph):
 def _evaluate_with_anomaly_checks(node, grads, *args):
     try:
         outs = _evaluate(node, grads, *args)
+        anomaly_mode.check_node(node, outs)
     except Exception:
         anomaly_mode.warn_backward_error(node)
         raise
-    anomaly_mode.check_node(node, outs)
     return outs
 
 

@@ -214,8 +214,8 @@ def _checked_pack(pack_hook, t):
         raise RuntimeError("A saved tensor pack hook is modifying its input in place. Tensors "
                            "provided as input to pack hook cannot be modified by in-place "
                            "operations as this can lead to unexpected side-effects. Please "
-                           "be aware that the input to the pack hook is the tensor itself, "
-                           "not a copy.")
+                           "open an issue if you need to perform in-place operations on the "
+                           "input to a pack hook.")
     return packed
 
 

@@ -20,6 +20,7 @@ globals().update(ops.FUNCTIONS)
 
 from .func import checkpoint, vmap  # noqa: E402  (after the ops: not ops themselves)
 from .ir import trace  # noqa: E402
+from .control import cond, fori_loop, scan, switch, while_loop  # noqa: E402
 from .codegen import jit  # noqa: E402
 from . import testing  # noqa: E402  (above codegen: it checks every path)
 

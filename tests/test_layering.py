@@ -1,7 +1,7 @@
 """Repository hygiene: the import direction of DESIGN.md and a file-size budget.
 
 Layers, lowest first: dtypes/_hooks -> tensor -> _dispatch -> autograd -> ops -> nn/func
--> ir -> codegen -> testing -> the package front (adkit/__init__, __main__, _demo). A module imports
+-> ir/control -> codegen -> testing -> the package front (adkit/__init__, __main__, _demo). A module imports
 only from its own layer or below. Imports inside functions are allowed only when marked
 `# upward call (see tests/test_layering.py)` and listed in UPWARD_CALLS.
 """
@@ -18,7 +18,7 @@ LAYERS = [
     (("adkit.autograd",), 3),
     (("adkit.ops",), 4),
     (("adkit.nn", "adkit.func", "adkit._pytree"), 5),
-    (("adkit.ir",), 6),
+    (("adkit.ir", "adkit.control"), 6),
     (("adkit.codegen",), 7),
     (("adkit.testing",), 8),
     (("adkit", "adkit.__main__", "adkit._demo"), 9),

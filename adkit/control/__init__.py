@@ -1,0 +1,12 @@
+"""adkit.control: loops and branches as higher-order ops (shared/API.md, "Control flow").
+
+Owns: the public calls `scan`, `fori_loop`, `while_loop`, `cond`, `switch`. Each is one
+IR node under tracing and vmap (its body a sub-Graph in the node's params) and a plain
+Python loop or branch when run eagerly (autograd records it). Does not: hold logic here.
+"""
+from .branch import Switch, SwitchPlan, cond, switch
+from .loops import While, WhileGrad, WhilePlan, fori_loop, while_loop
+from .scan import Scan, ScanPlan, scan
+
+__all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "Scan", "ScanPlan", "Switch",
+           "SwitchPlan", "While", "WhileGrad", "WhilePlan"]

@@ -1,0 +1,323 @@
+"""`ak.scan` and its IR node, `Scan`.
+
+Owns: `ScanPlan` (the node's params: the body Graph and the loop's static facts), the
+`Scan` op (forward: the loop on numpy through the body graph; backward: a reverse scan
+of the body's vjp over the stacked carries; jvp: a scan of the body's jvp; vmap: a scan
+of the batched body) and the public `scan`. Does not: trace bodies (body.py) or derive
+bodies (derive.py).
+
+Layout of a Scan node's arguments: (consts..., init carries..., xs...) where consts are
+the tensors the body closes over. Its outputs: (final carries..., stacked ys...), plus
+(with `history`) the carries entering each step, stacked. The body graph takes
+(consts..., carries..., x slices...) and returns (carries..., ys...).
+"""
+import dataclasses
+
+import numpy as np
+
+from .._pytree import tree_flatten, tree_unflatten
+from ..ir.graph import Graph
+from ..ir.rules import TensorSpec
+from ..ops._families import ArrayFunction
+from ..ops.join import Stack
+from ._common import (Plan, as_tensor_leaves, check_same_specs, is_float, materialize,
+                      spec, use_op_path, zeros_of)
+from .body import arrays_to_tensors, is_tensor, run_body, trace_body
+from .derive import call, graph_of, jvp_parts, split, vjp_parts, vmap_graph
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class ScanPlan(Plan):
+    body: Graph = None
+    n_consts: int = 0
+    n_carry: int = 0
+    length: int = 0
+    reverse: bool = False
+    unroll: int = 1
+    checkpoint: object = None
+    history: bool = False
+    body_fields = ("body",)
+
+    @property
+    def n_xs(self):
+        return len(self.body.inputs) - self.n_consts - self.n_carry
+
+    @property
+    def n_ys(self):
+        return len(self.body.outputs) - self.n_carry
+
+    def steps(self):
+        """Step indices in the order the loop visits them."""
+        return range(self.length - 1, -1, -1) if self.reverse else range(self.length)
+
+    def input_specs(self):
+        return [self.body.specs_of(n)[0] for n in self.body.inputs]
+
+    def output_specs(self):
+        body_out = [self.body.specs_of(n)[0] for n in self.body.outputs]
+        carries, ys = body_out[:self.n_carry], body_out[self.n_carry:]
+        stacked = [TensorSpec((self.length,) + tuple(s.shape), s.dtype) for s in ys]
+        hist = [TensorSpec((self.length,) + tuple(s.shape), s.dtype) for s in carries] \
+            if self.history else []
+        return carries + stacked + hist
+
+
+class Scan(ArrayFunction):
+    """A loop over the leading dim of xs: carry, y = body(consts, carry, x) per step."""
+    public_name = "scan"
+    variants = ()
+
+    @staticmethod
+    def forward(plan, *arrays):
+        consts, carry, xs = split(arrays_to_tensors(arrays),
+                                  [plan.n_consts, plan.n_carry, plan.n_xs])
+        ys, hist = [[] for _ in range(plan.n_ys)], [[] for _ in range(plan.n_carry)]
+        for i in plan.steps():
+            if plan.history:
+                for h, c in zip(hist, carry):
+                    h.append(c._data)
+            outs = run_body(plan.body, consts + carry + [x[i] for x in xs])
+            carry = outs[:plan.n_carry]
+            for y, o in zip(ys, outs[plan.n_carry:]):
+                y.append(o._data)
+        specs = plan.output_specs()[plan.n_carry:]
+        stacked = [_stack(v, s, plan.reverse) for v, s in zip(ys + hist, specs)]
+        return tuple([c._data for c in carry] + stacked)
+
+    @staticmethod
+    def infer(plan, *arrays):
+        return tuple(plan.output_specs())
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.plan = inputs[0]
+        ctx.save_for_backward(*inputs[1:])
+
+    @staticmethod
+    def backward(ctx, *cts):
+        plan, args = ctx.plan, ctx.saved_tensors
+        return (None,) + tuple(scan_vjp(plan, args, cts))
+
+    @staticmethod
+    def jvp(ctx, _plan, *tangents):
+        return scan_jvp(ctx.plan, ctx.saved_tensors, tangents)
+
+    @staticmethod
+    def vmap(info, in_dims, plan, *args):
+        return scan_vmap(plan, in_dims[1:], args, info.batch_size)
+
+
+def _stack(values, spec, reverse):
+    if not values:
+        return np.zeros(spec.shape, spec.dtype.np)
+    return np.stack(values[::-1] if reverse else values)
+
+
+# ------------------------------------------------------------------ reverse mode
+def scan_vjp(plan, args, cts):
+    """Gradients of every Scan argument: the carries entering each step (recomputed by
+    a scan with history), then a scan in the other direction of the body's vjp, which
+    carries the carry's cotangent and the consts' accumulated gradients. A cotangent of
+    the history (second-order: a gradient read the history) joins the carry's at its
+    step."""
+    nc, nk, ny = plan.n_consts, plan.n_carry, plan.n_ys
+    nh = nk if plan.history else 0
+    cts = materialize(list(cts), plan.output_specs())
+    consts, init, xs = split(list(args), [nc, nk, plan.n_xs])
+    history_plan = plan if plan.history else plan.derived(
+        "history", lambda: dataclasses.replace(plan, history=True, cache={}))
+    hist = list(Scan.apply(history_plan, *args)[nk + ny:])
+    back = plan.derived("vjp", lambda: _backward_plan(plan))
+    acc = [zeros_of(spec(c)) for c in consts]
+    outs = Scan.apply(back, *consts, *cts[:nk], *acc, *hist, *xs, *cts[nk:nk + ny],
+                      *cts[nk + ny:nk + ny + nh])
+    g_init, g_consts, g_xs = split(list(outs), [nk, nc, plan.n_xs])
+    grads = g_consts + g_init + g_xs
+    return [g if is_float(spec(a)) else None for g, a in zip(grads, args)]
+
+
+def _backward_plan(plan):
+    nc, nk, nx, ny = plan.n_consts, plan.n_carry, plan.n_xs, plan.n_ys
+    nh = nk if plan.history else 0
+    vjp, n_out = vjp_parts(plan.body)
+    c_specs, k_specs, x_specs = split(plan.input_specs(), [nc, nk, nx])
+    y_specs = [plan.body.specs_of(n)[0] for n in plan.body.outputs][nk:]
+
+    def step(*values):
+        consts, ct_carry, acc, carry, x, ct_y, ct_h = split(values,
+                                                            [nc, nk, nc, nk, nx, ny, nh])
+        grads = call(vjp, consts + carry + x + ct_carry + ct_y)[n_out:]
+        g_consts, g_carry, g_x = split(grads, [nc, nk, nx])
+        g_carry = [g + h for g, h in zip(g_carry, ct_h)] if nh else g_carry
+        return g_carry + [a + g for a, g in zip(acc, g_consts)] + g_x
+
+    specs = c_specs + k_specs + c_specs + k_specs + x_specs + y_specs + k_specs[:nh]
+    return ScanPlan(body=graph_of(step, specs), n_consts=nc, n_carry=nk + nc,
+                    length=plan.length, reverse=not plan.reverse, unroll=plan.unroll)
+
+
+# ------------------------------------------------------------------ forward mode
+def scan_jvp(plan, args, tangents):
+    """Tangents of the outputs: a scan of the body's jvp, carrying (carry, tangent)."""
+    nc, nk, nx, ny = plan.n_consts, plan.n_carry, plan.n_xs, plan.n_ys
+    nh = nk if plan.history else 0
+    tangents = materialize(list(tangents), [spec(a) for a in args])
+    consts, init, xs = split(list(args), [nc, nk, nx])
+    t_consts, t_init, t_xs = split(tangents, [nc, nk, nx])
+    forward = plan.derived("jvp", lambda: _jvp_plan(plan))
+    outs = Scan.apply(forward, *consts, *t_consts, *init, *t_init, *xs, *t_xs)
+    _, t_carry, _, t_ys, _, t_hist = split(list(outs), [nk, nk, ny, ny, nh, nh])
+    return tuple(t_carry + t_ys + t_hist)
+
+
+def _jvp_plan(plan):
+    nc, nk, nx, ny = plan.n_consts, plan.n_carry, plan.n_xs, plan.n_ys
+    jvp = jvp_parts(plan.body)
+    c_specs, k_specs, x_specs = split(plan.input_specs(), [nc, nk, nx])
+
+    def step(*values):
+        consts, t_consts, carry, t_carry, x, t_x = split(values, [nc, nc, nk, nk, nx, nx])
+        outs = call(jvp, consts + carry + x + t_consts + t_carry + t_x)
+        new, new_t = outs[:nk + ny], outs[nk + ny:]
+        return new[:nk] + new_t[:nk] + new[nk:] + new_t[nk:]
+
+    body = graph_of(step, c_specs * 2 + k_specs * 2 + x_specs * 2)
+    # with history, the doubled carry's history is (carries', tangents') entering each step
+    return ScanPlan(body=body, n_consts=2 * nc, n_carry=2 * nk, length=plan.length,
+                    reverse=plan.reverse, unroll=plan.unroll, history=plan.history)
+
+
+# ------------------------------------------------------------------ batching
+def scan_vmap(plan, dims, args, size):
+    """Every carry batched at dim 0 (a carry may become batched inside the loop), each
+    batched x at dim 1 (dim 0 is the scan's); ys come out batched at dim 1."""
+    nc, nk, nx = plan.n_consts, plan.n_carry, plan.n_xs
+    consts, init, xs = split(list(args), [nc, nk, nx])
+    c_dims, k_dims, x_dims = split(list(dims), [nc, nk, nx])
+    consts = [c if d is None else c.movedim(d, 0) for c, d in zip(consts, c_dims)]
+    init = [_batch_front(c, d, size) for c, d in zip(init, k_dims)]
+    xs = [x if d is None else x.movedim(d, 1) for x, d in zip(xs, x_dims)]
+    body_dims = [None if d is None else 0 for d in c_dims] + [0] * nk + \
+        [None if d is None else 0 for d in x_dims]
+    key = ("vmap", tuple(body_dims), size)
+    batched = plan.derived(key, lambda: dataclasses.replace(
+        plan, body=vmap_graph(plan.body, body_dims, size), cache={}))
+    outs = Scan.apply(batched, *consts, *init, *xs)
+    out_dims = (0,) * nk + (1,) * (len(outs) - nk)
+    return outs, out_dims
+
+
+def _batch_front(t, bdim, size):
+    if bdim is None:
+        return t.unsqueeze(0).expand((size,) + tuple(t.shape)).contiguous()
+    return t.movedim(bdim, 0)
+
+
+# ------------------------------------------------------------------ the public call
+def scan(f, init, xs=None, length=None, reverse=False, unroll=1, checkpoint=None):
+    """jax.lax.scan: `f(carry, x) -> (carry, y)` over the leading dim of the pytree `xs`
+    (or `length` steps of x=None); returns (final carry, ys stacked on dim 0)."""
+    init_leaves, carry_tree = as_tensor_leaves(init, "scan's init")
+    x_leaves, x_tree = tree_flatten(xs, is_leaf=is_tensor) if xs is not None else ([], None)
+    length = _scan_length(x_leaves, length)
+    if not isinstance(unroll, int) or unroll < 1:
+        raise ValueError(f"scan: unroll must be a positive int, got {unroll!r}")
+    if use_op_path(checkpoint):
+        return _scan_node(f, init_leaves, carry_tree, x_leaves, x_tree, length, reverse,
+                          unroll, checkpoint)
+    return _scan_python(f, init_leaves, carry_tree, x_leaves, x_tree, length, reverse)
+
+
+def _scan_length(x_leaves, length):
+    for x in x_leaves:
+        if not is_tensor(x):
+            raise TypeError(f"scan: xs must be a pytree of tensors, got a leaf of type "
+                            f"{type(x).__name__}")
+        if x.ndim == 0:
+            raise ValueError("scan: xs leaves must have a leading dim to scan over, got a "
+                             "0-d tensor")
+    lengths = {int(x.shape[0]) for x in x_leaves}
+    if length is not None:
+        lengths.add(int(length))
+    if not lengths:
+        raise ValueError("scan: xs is None, so length must be given")
+    if len(lengths) > 1:
+        raise ValueError(f"scan got values with different leading axis sizes: "
+                         f"{sorted(lengths)} (xs leaves and length must agree)")
+    return lengths.pop()
+
+
+def _x_at(x_leaves, x_tree, i):
+    return None if x_tree is None else tree_unflatten(x_tree, [x[i] for x in x_leaves])
+
+
+def _scan_python(f, init_leaves, carry_tree, x_leaves, x_tree, length, reverse):
+    """Eager: the body runs once per step in Python (it may branch on values); autograd
+    records every op."""
+    carry = tree_unflatten(carry_tree, init_leaves)
+    in_specs = [spec(c) for c in init_leaves]
+    ys = []
+    for i in (range(length - 1, -1, -1) if reverse else range(length)):
+        carry, y = _pair(f(carry, _x_at(x_leaves, x_tree, i)))
+        leaves, tree = as_tensor_leaves(carry, "scan body's carry")
+        check_same_specs("scan body function carry", carry_tree, in_specs, tree,
+                         [spec(c) for c in leaves])
+        ys.append(y)
+    if reverse:
+        ys.reverse()
+    if not ys:  # no step ran: the ys' shapes come from tracing the body once
+        return _scan_node(f, init_leaves, carry_tree, x_leaves, x_tree, 0, reverse, 1, None)
+    return carry, _stack_trees(ys)
+
+
+def _pair(result):
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise TypeError("scan body function must return a pair (carry, y), got "
+                        f"{type(result).__name__}")
+    return result
+
+
+def _stack_trees(ys):
+    leaves0, tree = tree_flatten(ys[0], is_leaf=is_tensor)
+    per_step = [tree_flatten(y, is_leaf=is_tensor)[0] for y in ys]
+    stacked = [None if leaf is None else Stack.apply(0, *[step[k] for step in per_step])
+               for k, leaf in enumerate(leaves0)]
+    return tree_unflatten(tree, stacked)
+
+
+def _scan_node(f, init_leaves, carry_tree, x_leaves, x_tree, length, reverse, unroll,
+               checkpoint):
+    carry_specs = [spec(c) for c in init_leaves]
+    x_specs = [TensorSpec(tuple(x.shape[1:]), spec(x).dtype) for x in x_leaves]
+    n_carry = len(init_leaves)
+
+    def step(*leaves):
+        carry = tree_unflatten(carry_tree, leaves[:n_carry])
+        x = None if x_tree is None else tree_unflatten(x_tree, leaves[n_carry:])
+        return _pair(f(carry, x))
+
+    body = trace_body(step, carry_specs + x_specs, "scan body")
+    carry_out_tree, y_tree = _split_out_tree(body.out_tree)
+    check_same_specs("scan body function carry", carry_tree, carry_specs, carry_out_tree,
+                     body.out_specs()[:n_carry])
+    plan = ScanPlan(body=body.graph, n_consts=body.n_captured, n_carry=n_carry,
+                    length=length, reverse=bool(reverse), unroll=unroll,
+                    checkpoint=checkpoint)
+    outs = Scan.apply(plan, *body.captured, *init_leaves, *x_leaves)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    carry = tree_unflatten(carry_tree, outs[:n_carry])
+    y_static = {i - _n_leaves(carry_out_tree): v for i, v in body.static.items()}
+    y_leaves, it = [], iter(outs[n_carry:])
+    for i in range(len(y_static) + plan.n_ys):
+        y_leaves.append(y_static[i] if i in y_static else next(it))
+    return carry, tree_unflatten(y_tree, y_leaves)
+
+
+def _split_out_tree(out_tree):
+    if out_tree.kind not in ("tuple", "list") or len(out_tree.children) != 2:
+        raise TypeError("scan body function must return a pair (carry, y)")
+    return out_tree.children
+
+
+def _n_leaves(spec_):
+    return 1 if spec_.kind == "leaf" else sum(_n_leaves(c) for c in spec_.children)

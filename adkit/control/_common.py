@@ -103,7 +103,7 @@ class Plan:
         for name in self.body_fields:
             value = getattr(self, name)
             if isinstance(value, tuple):
-                out.update({f"{name}{i}": g for i, g in enumerate(value)})
+                out.update({f"{name}[{i}]": g for i, g in enumerate(value)})
             else:
                 out[name] = value
         return out
@@ -114,7 +114,8 @@ class Plan:
         for name in self.body_fields:
             value = getattr(self, name)
             if isinstance(value, tuple):
-                changes[name] = tuple(bodies.get(f"{name}{i}", g) for i, g in enumerate(value))
+                changes[name] = tuple(bodies.get(f"{name}[{i}]", g)
+                                      for i, g in enumerate(value))
             else:
                 changes[name] = bodies.get(name, value)
         return dataclasses.replace(self, cache={}, **changes)

@@ -77,7 +77,22 @@ def node_line(graph, n, names=None):
     return f"{outs} = {op_name(data['op'])}{bracket} {args}".rstrip()
 
 
-def to_text(graph):
+def node_bodies(data):
+    """[(name, Graph)] of the sub-graphs an op node holds in its params: a FusedKernel's
+    `graph`, a loop's or a branch's bodies (a params value with `bodies()`)."""
+    found = []
+    for key in sorted(data.get("params", {})):
+        value = data["params"][key]
+        if hasattr(value, "bodies"):
+            found.extend(value.bodies().items())
+        elif hasattr(value, "nx") and hasattr(value, "topo_order"):
+            found.append((key, value))
+    return found
+
+
+def to_text(graph, indent=""):
+    """The SSA listing; the bodies of loops, branches and fused kernels are listed,
+    indented, under their node."""
     names = name_values(graph)
     order = graph.topo_order()
     consts = [n for n in order if graph.nx.nodes[n]["kind"] == "const"]
@@ -87,13 +102,19 @@ def to_text(graph):
                           for n in graph.inputs)
     lines = ["{ lambda " + (const_part + " " if const_part else "") + "; " + input_part +
              ". let"]
-    lines += ["    " + node_line(graph, n, names) for n in order
-              if graph.nx.nodes[n]["kind"] == "op"]
+    for n in order:
+        data = graph.nx.nodes[n]
+        if data["kind"] != "op":
+            continue
+        lines.append(indent + "    " + node_line(graph, n, names))
+        for name, body in node_bodies(data):
+            inner = indent + "      " + " " * (len(name) + 3)
+            lines.append(indent + f"      {name} = " + to_text(body, inner))
     results = []
     for n in graph.outputs:
         (_, u, out), = graph.args_of(n)
         results.append(names[(u, out)])
-    lines.append("  in (" + ", ".join(results) + ") }")
+    lines.append(indent + "  in (" + ", ".join(results) + ") }")
     return "\n".join(lines)
 
 
@@ -123,19 +144,38 @@ def _dot_label(graph, n, names):
 
 def to_dot(graph, name="adkit"):
     """Graphviz text: op, shape and dtype on each node; inputs, constants and outputs
-    drawn differently; each edge labelled with its argument position."""
-    names = name_values(graph)
+    drawn differently; each edge labelled with its argument position; the bodies of
+    loops, branches and fused kernels drawn as clusters beside their node."""
     lines = [f"digraph {name} {{", '  rankdir=TB;', '  node [fontname="Helvetica"];',
              '  edge [fontname="Helvetica", fontsize=10];']
+    _dot_body(graph, "n", lines, "  ")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _dot_body(graph, prefix, lines, pad):
+    """The nodes and edges of `graph` with ids `prefix<node>`; each sub-graph a cluster
+    whose outputs point (dashed) at the node that holds it."""
+    names = name_values(graph)
     for n in graph.topo_order():
         label = _dot_label(graph, n, names).replace('"', '\\"')
-        lines.append(f'  n{n} [label="{label}", {_STYLE[graph.nx.nodes[n]["kind"]]}];')
+        data = graph.nx.nodes[n]
+        lines.append(f'{pad}{prefix}{n} [label="{label}", {_STYLE[data["kind"]]}];')
+        for k, (body_name, body) in enumerate(node_bodies(data) if data["kind"] == "op"
+                                              else ()):
+            inner = f"{prefix}{n}_{k}_"
+            lines.append(f'{pad}subgraph cluster_{inner} {{')
+            lines.append(f'{pad}  label="{op_name(data["op"])} {body_name}"; '
+                         'style="dashed,rounded"; color="#7a7a7a";')
+            _dot_body(body, inner, lines, pad + "  ")
+            lines.append(f"{pad}}}")
+            for out in body.outputs:
+                lines.append(f'{pad}{inner}{out} -> {prefix}{n} [style=dashed, '
+                             'arrowhead=none, color="#9a9a9a"];')
     for u, v, data in sorted(graph.nx.edges(data=True), key=lambda e: (e[1], e[2]["pos"])):
         multi = len(graph.specs_of(u)) > 1
         label = f"{data['out']}→{data['pos']}" if multi else str(data["pos"])
-        lines.append(f'  n{u} -> n{v} [label="{label}"];')
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+        lines.append(f'{pad}{prefix}{u} -> {prefix}{v} [label="{label}"];')
 
 
 def _dot_program():

@@ -5,16 +5,28 @@ memory (remat.py): `remat`;
 clean-up (cleanup.py): `dce`, `cse`, `fold_constants`, `pipeline`; algebra
 (simplify.py): `simplify`; lowering (decompose.py, fuse.py): `decompose`, `fuse`.
 Does not: hold pass logic itself.
-A user pass is a plain function of the same shape: copy, edit `graph.nx`, return.
+A user pass is a plain function of the same shape: copy, edit `graph.nx`, return;
+`recursive(my_pass)` applies it inside the bodies of loops and branches too.
 NB: the name `simplify` here is the function; its rule table is
 `from adkit.ir.passes.simplify import RULES` (extend it and pass `rules=`).
 """
+from . import cleanup as _cleanup
+from . import decompose as _decompose
+from . import fuse as _fuse
+from . import simplify as _simplify
 from .autodiff import jvp, vjp, vmap
-from .cleanup import cse, dce, fold_constants, pipeline
-from .decompose import decompose
-from .fuse import FusedKernel, fuse
+from .bodies import map_bodies, recursive
+from .cleanup import pipeline
+from .fuse import FusedKernel
 from .remat import remat
-from .simplify import simplify
+
+# the clean-up and lowering passes reach into the bodies of loops and branches
+dce = recursive(_cleanup.dce)
+cse = recursive(_cleanup.cse)
+fold_constants = recursive(_cleanup.fold_constants)
+simplify = recursive(_simplify.simplify)
+decompose = recursive(_decompose.decompose)
+fuse = recursive(_fuse.fuse)
 
 __all__ = ["vjp", "jvp", "vmap", "remat", "dce", "cse", "fold_constants", "simplify",
-           "fuse", "FusedKernel", "decompose", "pipeline"]
+           "fuse", "FusedKernel", "decompose", "pipeline", "map_bodies", "recursive"]

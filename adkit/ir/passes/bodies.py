@@ -1,0 +1,38 @@
+"""Passes that see inside loops and branches.
+
+Owns: `map_bodies(graph, pass_)` (a copy of `graph` whose nodes' bodies are `pass_`
+applied to each) and `recursive(pass_)` (the pass, applied to every body at every depth
+and then to the graph itself), which is how dce, cse, fold_constants, simplify,
+decompose and fuse reach into bodies with no loop-specific code, and how a user pass
+can too. Does not: know any op: a node holds bodies when a params value has `bodies()`
+({name: Graph}) and `with_bodies({name: Graph})` (adkit.control's plans do).
+A body keeps its inputs and outputs under every pass (passes keep a graph's interface),
+so the node around it stays valid.
+"""
+import functools
+
+
+def has_bodies(value):
+    return hasattr(value, "bodies") and hasattr(value, "with_bodies")
+
+
+def map_bodies(graph, pass_):
+    """A copy of `graph` in which each op node's bodies are replaced by pass_(body)
+    (one level deep; `recursive` goes all the way down). The input is not changed."""
+    g = graph.copy()
+    for n in g.op_nodes:
+        params = g.nx.nodes[n]["params"]
+        for key, value in list(params.items()):
+            if has_bodies(value):
+                params[key] = value.with_bodies({name: pass_(body)
+                                                 for name, body in value.bodies().items()})
+    return g
+
+
+def recursive(pass_):
+    """`pass_` applied to every body (innermost first) and then to the graph."""
+    @functools.wraps(pass_)
+    def run(graph, *args, **kwargs):
+        inner = functools.partial(run, *args, **kwargs) if args or kwargs else run
+        return pass_(map_bodies(graph, lambda body: inner(body)), *args, **kwargs)
+    return run

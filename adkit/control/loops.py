@@ -24,6 +24,7 @@ from ..tensor import Tensor, _make, tensor
 from ._common import (Plan, as_tensor_leaves, check_same_specs, is_float, materialize, spec,
                       use_op_path)
 from .body import arrays_to_tensors, run_body, trace_body
+from .checkpoint import snapshots, walk_schedule
 from .derive import call, graph_of, jvp_parts, split, vjp_parts, vmap_graph
 from .scan import scan
 
@@ -48,6 +49,12 @@ class WhilePlan(Plan):
         cond_in = [self.cond.specs_of(n)[0] for n in self.cond.inputs]
         body_in = [self.body.specs_of(n)[0] for n in self.body.inputs]
         return cond_in[:self.n_cond_consts], body_in[:self.n_body_consts]
+
+    def trip_count(self, cond_consts, body_consts, carry):
+        n = 0
+        while _truth(run_body(self.cond, cond_consts + carry)[0]):
+            carry, n = run_body(self.body, body_consts + carry), n + 1
+        return n
 
     def carries(self, cond_consts, body_consts, carry):
         """The carries entering each step, then the final carry (eagerly, on tensors)."""
@@ -118,12 +125,21 @@ class WhileGrad(ArrayFunction):
     def forward(plan, back, *arrays):
         nq, nb, nk = plan.n_cond_consts, plan.n_body_consts, plan.n_carry
         cc, bc, init, ct = split(arrays_to_tensors(arrays), [nq, nb, nk, nk])
-        seen, _ = plan.carries(cc, bc, init)
         g_bc = [np.zeros_like(c._data) for c in bc]
-        for carry in reversed(seen):
+
+        def turn(_k, carry, ct):
+            nonlocal g_bc
             outs = run_body(back, bc + carry + ct)
-            ct = outs[:nk]
             g_bc = [a + g._data for a, g in zip(g_bc, outs[nk:])]
+            return outs[:nk]
+        if plan.checkpoint is None:  # keep every carry
+            seen, _ = plan.carries(cc, bc, init)
+            for k in range(len(seen) - 1, -1, -1):
+                ct = turn(k, seen[k], ct)
+        else:  # count the trips, then reverse them on the Revolve schedule
+            n = plan.trip_count(cc, bc, init)
+            ct = walk_schedule(n, snapshots(plan.checkpoint, max(n, 1)), init, ct,
+                               lambda _k, carry: run_body(plan.body, bc + carry), turn)
         g_cc = [np.zeros_like(c._data) for c in cc]
         return tuple(g_cc + g_bc + [c._data for c in ct])
 
@@ -250,6 +266,8 @@ def while_loop(cond_fun, body_fun, init_val, checkpoint=None):
     """jax.lax.while_loop: `val = body_fun(val)` while `cond_fun(val)`; reverse mode
     works too (the trip count is recorded when the loop runs again)."""
     leaves, tree = as_tensor_leaves(init_val, "while_loop's init_val")
+    if checkpoint is not None:
+        snapshots(checkpoint, 1)  # a bad policy is refused now, not in backward
     k_specs = [spec(t) for t in leaves]
     if not use_op_path(checkpoint):
         val = init_val

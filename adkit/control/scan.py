@@ -23,6 +23,7 @@ from ..ops.join import Stack
 from ._common import (Plan, as_tensor_leaves, check_same_specs, is_float, materialize,
                       spec, use_op_path, zeros_of)
 from .body import arrays_to_tensors, is_tensor, run_body, trace_body
+from .checkpoint import ScanCheckpointGrad, snapshots
 from .derive import call, graph_of, jvp_parts, split, vjp_parts, vmap_graph
 
 
@@ -124,6 +125,10 @@ def scan_vjp(plan, args, cts):
     nh = nk if plan.history else 0
     cts = materialize(list(cts), plan.output_specs())
     consts, init, xs = split(list(args), [nc, nk, plan.n_xs])
+    if plan.checkpoint is not None:  # nothing was stored: walk the Revolve schedule
+        back = plan.derived("vjp", lambda: _backward_plan(plan))
+        outs = ScanCheckpointGrad.apply(plan, back.body, *args, *cts[:nk + ny])
+        return [g if is_float(spec(a)) else None for g, a in zip(outs, args)]
     history_plan = plan if plan.history else plan.derived(
         "history", lambda: dataclasses.replace(plan, history=True, cache={}))
     hist = list(Scan.apply(history_plan, *args)[nk + ny:])
@@ -222,6 +227,8 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, checkpoint=None
     length = _scan_length(x_leaves, length)
     if not isinstance(unroll, int) or unroll < 1:
         raise ValueError(f"scan: unroll must be a positive int, got {unroll!r}")
+    if checkpoint is not None:
+        snapshots(checkpoint, length)  # a bad policy is refused now, not in backward
     if use_op_path(checkpoint):
         return _scan_node(f, init_leaves, carry_tree, x_leaves, x_tree, length, reverse,
                           unroll, checkpoint)

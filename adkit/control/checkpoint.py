@@ -1,0 +1,111 @@
+"""Reverse mode through a scan with `checkpoint=s`: the binomial (Revolve) schedule.
+
+Owns: `snapshots(checkpoint, n)` (the number of carries a policy may store),
+`ScanCheckpointGrad` (the op that walks an optimal schedule: it advances the body,
+stores at most s carries, and at each turn runs the body's vjp for that step) and the
+counters a run leaves (`LAST_RUN`: forward steps, carries stored), read by tests and
+benchmarks. Does not: make schedules (revolve.py) or build the body's vjp (scan.py
+passes it in).
+
+The whole schedule runs in the backward pass, from the initial carry: the forward pass
+stores nothing but the scan's own inputs. The forward steps counted are then exactly
+Revolve's closed form (its first sweep included), and at most s carries are ever held
+in slots (the initial carry among them), plus the one in hand.
+"""
+import numpy as np
+
+from ..ops._families import ArrayFunction
+from . import revolve
+from .body import arrays_to_tensors, run_body
+from .derive import split
+
+LAST_RUN = {"forward_steps": 0, "stored_carries": 0, "reversed_steps": 0}
+
+
+def snapshots(checkpoint, n):
+    """How many carries the policy `checkpoint` may store for n steps."""
+    if checkpoint == "sqrt":
+        return revolve.sqrt_snapshots(n)
+    if isinstance(checkpoint, (int, np.integer)) and not isinstance(checkpoint, bool):
+        if checkpoint < 1:
+            raise ValueError(f"checkpoint must be None, 'sqrt' or an int >= 1 (the carries "
+                             f"to store, the initial one included), got {checkpoint}")
+        return int(checkpoint)
+    raise ValueError(f"checkpoint must be None, 'sqrt' or an int >= 1, got {checkpoint!r}")
+
+
+class ScanCheckpointGrad(ArrayFunction):
+    """(consts, init, xs, carry cotangents, ys cotangents) -> gradients of (consts,
+    init, xs), by the Revolve schedule for `plan.checkpoint`; `back` is the body's vjp
+    step graph (consts, ct carry, acc, carry, x, ct y) -> (ct carry, acc, grad x)."""
+    public_name = "scan_checkpoint_grad"
+    variants = ()
+
+    @staticmethod
+    def forward(plan, back, *arrays):
+        nc, nk, nx, ny = plan.n_consts, plan.n_carry, plan.n_xs, plan.n_ys
+        consts, init, xs, ct, ct_ys = split(arrays_to_tensors(arrays), [nc, nk, nx, nk, ny])
+        order = list(plan.steps())  # chain step k reads xs at index order[k]
+
+        def step(k, carry):
+            x = [x[order[k]] for x in xs]
+            return run_body(plan.body, consts + carry + x)[:nk]
+        acc = [np.zeros_like(c._data) for c in consts]
+        g_xs = [np.zeros_like(x._data) for x in xs]
+
+        def turn(k, carry, ct):
+            nonlocal acc
+            i = order[k]
+            outs = run_body(back, consts + ct + arrays_to_tensors(acc) + carry +
+                            [x[i] for x in xs] + [y[i] for y in ct_ys])
+            ct, acc_new, g_x = split(outs, [nk, nc, nx])
+            acc = [a._data for a in acc_new]
+            for g, gi in zip(g_xs, g_x):
+                g[i] = gi._data
+            return ct
+        ct = walk_schedule(plan.length, snapshots(plan.checkpoint, plan.length), init, ct,
+                           step, turn)
+        return tuple(acc + [c._data for c in ct] + g_xs)
+
+    @staticmethod
+    def infer(plan, back, *arrays):
+        specs = plan.input_specs()
+        c_specs, k_specs, x_specs = split(specs, [plan.n_consts, plan.n_carry, plan.n_xs])
+        stacked = [type(s)((plan.length,) + tuple(s.shape), s.dtype) for s in x_specs]
+        return tuple(c_specs + k_specs + stacked)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("scan with checkpoint=...: second derivatives through the "
+                           "checkpointed reverse pass are not supported; use "
+                           "checkpoint=None for grad of grad, hessian or jvp of grad")
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        raise RuntimeError("scan with checkpoint=...: forward mode over the checkpointed "
+                           "reverse pass is not supported; use checkpoint=None for "
+                           "hessian or jvp of grad")
+
+
+def walk_schedule(n, s, init, ct, step, turn):
+    """Reverse a chain of n steps from `init` with s slots on the Revolve schedule:
+    `step(k, carry)` is chain step k forward, `turn(k, carry, ct)` its reverse (the
+    cotangent before it). Returns the cotangent of `init`; counts go to LAST_RUN."""
+    pos, carry, slots, steps, turned = 0, list(init), {}, 0, 0
+    for kind, arg in zip(*revolve.as_arrays(revolve.schedule(n, s))):
+        arg = int(arg)
+        if kind == revolve.Kind.ADVANCE:
+            for _ in range(arg):
+                carry, pos, steps = step(pos, carry), pos + 1, steps + 1
+        elif kind == revolve.Kind.TAKESHOT:
+            slots[arg] = (pos, carry)
+        elif kind == revolve.Kind.RESTORE:
+            pos, carry = slots[arg]
+        else:  # a turn: reverse step `arg` from the carry in hand
+            ct, turned = turn(arg, carry, ct), turned + 1
+    LAST_RUN.update(forward_steps=steps, stored_carries=len(slots), reversed_steps=turned)
+    return ct

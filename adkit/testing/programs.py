@@ -79,6 +79,8 @@ INSTRUCTIONS = {
                                  "{o}_b *= 3.0; {o} = {o}_v * 1.0", 1),
     # bools, ints and indexing
     "mask_times": ("{o} = ({a} > 0) * {a}", "{o} = ({a} > 0) * {a}", 1),
+    "int_mix": ("{o} = {a} * ak.tensor(2) + ({a} > 0).long() - ak.tensor([1])",
+                "{o} = {a} * np.int64(2) + ({a} > 0).astype(np.int64) - np.array([1])", 1),
     "where": ("{o} = ak.where({a} > 0, {a}, {a} * {a})",
               "{o} = np.where({a} > 0, {a}, {a} * {a})", 1),
     "setitem_mask": ("{o} = {a}.clone(); {o}[{a} > 0] = 0.0",

@@ -12,9 +12,25 @@ from ..tensor import Tensor
 from ._helpers import normalize_dims
 
 
+# `native_cost` of an op whose lowering calls a math library function (sin, tanh, pow,
+# erf...): ns per element on the 2-core development machine, for the thread cost model
+# of codegen/plan.py (exp and log are cheaper, plain arithmetic much cheaper: ops
+# without a native_cost cost plan.NS_PER_STEP)
+MATH_CALL_NS = 1.2
+
+
 class ArrayFunction(Function):
     """A built-in op: `forward` receives ndarrays (and static params) and returns
-    ndarrays; `setup_context(ctx, inputs, output)` sees tensors."""
+    ndarrays; `setup_context(ctx, inputs, output)` sees tensors.
+
+    Native rules (what `ak.jit` may compile an op to) live on the op's class too, so a
+    new op reaches native code through its class alone: `lower(b, *args)` (its scalar
+    arithmetic in a fused kernel), `native_reduction` and `reduced_dims` (a reduction a
+    kernel combines), `native_contraction` (a matmul a kernel computes inline),
+    `native_broadcast` (a kernel reads its input in its place), `native_gemm` (BLAS),
+    `native_view` (its results are views: strides into its input), `native_copy` (a
+    strided copy loop), `native_moves` (index tables) and `native_cost` (ns per
+    element, for the thread cost model). Each is documented where it is defined."""
 
     _arrays_in = True
     public_name = None
@@ -25,6 +41,16 @@ class ArrayFunction(Function):
     def interface(cls, *args, **kwargs):
         """The public call; ops with irregular signatures (varargs shapes...) override."""
         return cls.apply(*args, **kwargs)
+
+    @classmethod
+    def native_view(cls, *args):
+        """The results of forward(*args) as numpy makes them when they are views of the
+        tensor argument (a probe array laid out like the compiled value), else None.
+        Compiled code then reads each result through its strides into the input's
+        memory, copying nothing. A view op's forward is its own rule here."""
+        if not cls.is_view or cls.modifies is not None:
+            return None
+        return cls.forward(*args)
 
 
 def public(name, variants=("function", "method")):

@@ -1,7 +1,8 @@
 """Small helpers shared by op rules, named for what they do.
 
-Owns: unbroadcasting (`sum_to`), dim normalization, dtype helpers for forwards, and
-saving mixed tensor/number inputs. Does not: define ops.
+Owns: unbroadcasting (`sum_to`), dim normalization, dtype helpers for forwards,
+saving mixed tensor/number inputs, and the shared bodies of native rules (`c_strides`,
+`copy_in_order`, `moves_by_forward`). Does not: define ops.
 """
 import numpy as np
 
@@ -86,3 +87,47 @@ def load_mixed(ctx):
     saved = ctx.saved_tensors
     args = [c if s is None else s for s, c in zip(saved, ctx.constants)]
     return args, saved[-1]
+
+
+# ---------------------------------------------------------------- native rules
+def c_strides(shape):
+    """Element strides of a C-ordered (row-major, contiguous) array of `shape`."""
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return tuple(strides[::-1])
+
+
+def copy_in_order(params, sources, out_shape):
+    """The native copy rule of an op that copies its one input in the input's own C
+    order, which is also its result's (clone, contiguous, a reshape numpy cannot view):
+    one piece, read as the input lies, written contiguously.
+
+    An op's `native_copy(params, sources, out_shape)` says how compiled code copies its
+    result with strided loops. params: its static arguments by name; sources: its
+    tensor arguments' layouts (namedtuples with offset, shape and strides in elements;
+    `_replace` gives a changed one). Returns pieces (read, out_offset, out_strides):
+    the elements of `read` in its own C order are written at out_offset + index .
+    out_strides of the result. None when no strided copy makes the result."""
+    if len(sources) != 1:
+        return None
+    (x,) = sources
+    return [(x, 0, c_strides(x.shape))]
+
+
+def moves_by_forward(cls, out_shape, *args):
+    """The native moves rule of an op whose forward only moves elements (no arithmetic):
+    forward run on numbered elements shows where each result element comes from.
+
+    args: forward's arguments, each tensor a float64 array whose elements are numbered
+    1, 2, ... (distinct across tensors). Returns (numbers, result flat indices,
+    accumulate): result element dst[i] is input element number numbers[i]; result
+    elements no input gives are 0; accumulate says whether repeats add up. None when
+    the result is not the traced one (its shape differs, or forward computed)."""
+    result = np.asarray(cls.forward(*args))
+    if result.shape != tuple(out_shape) or result.dtype != np.float64:
+        return None
+    numbers = result.reshape(-1).astype(np.int64)
+    dst = np.flatnonzero(numbers)
+    return numbers[dst], dst, False

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import dtypes
 from ..tensor import Tensor, zeros_like
-from ._families import ArrayFunction, BinaryElementwise, public
+from ._families import MATH_CALL_NS, ArrayFunction, BinaryElementwise, public
 from ._helpers import (cast_result, float_cast_result, load_mixed, save_mixed, shape_of,
                        sum_to)
 from .comparison import Where, align_promoted, not_implemented_for
@@ -201,6 +201,7 @@ class Pow(BinaryElementwise):
     x == 0 and y >= 0). Integer ** integer stays integer; a negative Python exponent of
     an integer tensor is an error, as in PyTorch."""
     public_name = "pow"
+    native_cost = MATH_CALL_NS  # a math library call per element
 
     @staticmethod
     def lower(b, x, y):
@@ -305,6 +306,7 @@ class Atan2(BinaryElementwise):
     """z = atan2(x, y), the angle of the point (y, x);  dz/dx = y/(x^2 + y^2),
     dz/dy = -x/(x^2 + y^2)."""
     public_name = "atan2"
+    native_cost = MATH_CALL_NS  # a math library call per element
     saves = ("x", "y")
     aliases = ("arctan2",)
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..tensor import Tensor, zeros
 from ._families import ArrayFunction, _logical, public
-from ._helpers import shape_of, sum_to
+from ._helpers import moves_by_forward, shape_of, sum_to
 from .shape import batch_first, expand_error
 
 _BAD_INDEX_TENSOR = "tensors used as indices must be long, int, byte or bool tensors"
@@ -194,6 +194,7 @@ def _advanced_bdim(key):
 class AdvancedIndex(ArrayFunction):
     """y = x[key] for a key of full slices and integer arrays (numpy's advanced indexing,
     a copy);  grad_x = zeros(x.shape) with grad_out added at key (repeats accumulate)."""
+    native_moves = classmethod(moves_by_forward)  # native code: a gather by index table
 
     @staticmethod
     def forward(x, key):
@@ -220,6 +221,18 @@ class AdvancedIndex(ArrayFunction):
 class IndexScatter(ArrayFunction):
     """y = zeros(shape) with y[key] += g (np.add.at, so repeated indices accumulate);
     the adjoint of x[key]:  grad_g = grad_out[key]."""
+
+    @classmethod
+    def native_moves(cls, out_shape, g, shape, key, basic):
+        """Native code: a scatter by index table (see _helpers.moves_by_forward for
+        the contract). np.add.at adds repeated indices up, so its table comes from the
+        key (the result's flat index of each element of g), not from numbering."""
+        if basic:
+            return moves_by_forward(cls, out_shape, g, shape, key, basic)
+        dst = np.arange(int(np.prod(out_shape)), dtype=np.int64).reshape(out_shape)[key]
+        if dst.shape != g.shape:
+            return None
+        return g.reshape(-1).astype(np.int64), dst.reshape(-1), True
 
     @staticmethod
     def forward(g, shape, key, basic):

@@ -8,7 +8,7 @@ import numpy as np
 from .. import dtypes
 from ..tensor import Tensor, zeros
 from ._families import ArrayFunction, _logical, public
-from ._helpers import wrap_dim
+from ._helpers import c_strides, moves_by_forward, wrap_dim
 from .shape import batch_first
 
 
@@ -69,6 +69,22 @@ class Cat(ArrayFunction):
     public_name = "cat"
     variants = ("function",)
     aliases = ("concatenate", "concat")
+    # native code: strided copies (native_copy), else index tables when those cannot
+    native_moves = classmethod(moves_by_forward)
+
+    @staticmethod
+    def native_copy(params, sources, out_shape):
+        """Each input copied into its slice of the result along dim (see
+        _helpers.copy_in_order for the contract). None when an input's rank differs
+        (PyTorch's legacy skipping of empty 1-D inputs: numpy's job)."""
+        if any(len(x.shape) != len(out_shape) for x in sources):
+            return None
+        strides = c_strides(out_shape)
+        dim, start, pieces = params["dim"] % len(out_shape), 0, []
+        for x in sources:
+            pieces.append((x, start * strides[dim], strides))
+            start += x.shape[dim]
+        return pieces
 
     @staticmethod
     def forward(dim, *tensors):

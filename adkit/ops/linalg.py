@@ -55,6 +55,8 @@ class _MatrixProduct(ArrayFunction):
     """Shared rules of matmul-like products z = x @ y:
     grad_x = grad_out @ y^T, grad_y = x^T @ grad_out (batch dims summed back);
     jvp: z_t = x_t @ y + x @ y_t."""
+    # native code: forward is numpy's matmul, so compiled code may call BLAS's gemm
+    native_gemm = True
 
     @classmethod
     def infer(cls, x, y):
@@ -174,6 +176,7 @@ class Matmul(_MatrixProduct):
     """z = x @ y with numpy's rules (1-D x is a row, 1-D y a column, removed afterwards;
     batch dims broadcast);  grad_x = grad_out @ y^T, grad_y = x^T @ grad_out."""
     public_name = "matmul"
+    native_contraction = True  # a short contracted dim: computed inside kernels
 
     @staticmethod
     def check(x, y):
@@ -194,6 +197,7 @@ class Matmul(_MatrixProduct):
 class Mm(_MatrixProduct):
     """z = x @ y for matrices;  grad_x = grad_out @ y^T, grad_y = x^T @ grad_out."""
     public_name = "mm"
+    native_contraction = True  # a short contracted dim: computed inside kernels
 
     @staticmethod
     def check(x, y):
@@ -212,6 +216,7 @@ class Mm(_MatrixProduct):
 class Bmm(_MatrixProduct):
     """z[b] = x[b] @ y[b] for 3-D x, y;  grad_x = grad_out @ y^T, grad_y = x^T @ grad_out."""
     public_name = "bmm"
+    native_contraction = True  # a short contracted dim: computed inside kernels
 
     @staticmethod
     def check(x, y):

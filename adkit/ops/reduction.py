@@ -32,6 +32,13 @@ def _dims(dim, ndim):
     return dims if ndim else ()
 
 
+def _reduced_dims(shape, params):
+    """The native rule `reduced_dims`: the dims of an input of `shape` that the
+    reduction with static arguments `params` combines over (a fused kernel's reduced
+    dims)."""
+    return _dims(params.get("dim"), len(shape))
+
+
 def _count(shape, dims):
     """Number of elements reduced into each output element."""
     return math.prod(shape[d] for d in dims)
@@ -105,6 +112,10 @@ class Sum(Reduction):
     """y = sum of x over dim;  grad_x = grad_out broadcast back over the reduced dims."""
     public_name = "sum"
     averages = False  # Mean shares these rules, with a factor 1/n
+    # native code: a fused kernel adds the values up as it makes them (a mean then
+    # scales the sums by 1/n: `averages`)
+    native_reduction = "sum"
+    reduced_dims = staticmethod(_reduced_dims)
 
     @staticmethod
     def forward(x, dim=None, keepdim=False, dtype=None):
@@ -137,6 +148,12 @@ class SumToSize(ShapeOp):
     grad_x = grad_out expanded to x's shape."""
     public_name = "sum_to_size"
     variants = ("method",)
+    native_reduction = "sum"  # inside a fused kernel (see Sum)
+
+    @staticmethod
+    def reduced_dims(x_shape, params):
+        """The native rule (see reduction._reduced_dims): the dims summed away."""
+        return SumToSize.summed_dims(x_shape, tuple(params["shape"]))
 
     @staticmethod
     def summed_dims(x_shape, shape):
@@ -250,6 +267,8 @@ class Prod(_Smooth):
     """y = prod of x over dim;  dy/dx_i = prod_{j != i} x_j (exact with zeros in x; see
     _prod_others)."""
     public_name = "prod"
+    native_reduction = "prod"  # inside a fused kernel (see Sum)
+    reduced_dims = staticmethod(_reduced_dims)
 
     @staticmethod
     def forward(x, dim=None, keepdim=False, dtype=None):
@@ -338,6 +357,7 @@ class Std(_Spread):
 class _Extremum(_Smooth):
     """amax/amin: y = max (min) of x over dim. The gradient is split evenly among the
     elements equal to y (ties), as in PyTorch: dy/dx = [x == y] / count(x == y)."""
+    reduced_dims = staticmethod(_reduced_dims)  # native: see Sum
 
     @staticmethod
     def derivative(ctx):
@@ -349,6 +369,7 @@ class _Extremum(_Smooth):
 class Amax(_Extremum):
     __doc__ = _Extremum.__doc__
     public_name = "amax"
+    native_reduction = "max"  # inside a fused kernel (see Sum); NaN wins, as in numpy
 
     @staticmethod
     def forward(x, dim=None, keepdim=False):
@@ -358,6 +379,7 @@ class Amax(_Extremum):
 class Amin(_Extremum):
     __doc__ = _Extremum.__doc__
     public_name = "amin"
+    native_reduction = "min"  # inside a fused kernel (see Sum); NaN wins, as in numpy
 
     @staticmethod
     def forward(x, dim=None, keepdim=False):
@@ -379,6 +401,7 @@ class _ExtremumOfAll(_Extremum):
 
 class MaxOfAll(_ExtremumOfAll):
     __doc__ = _ExtremumOfAll.__doc__
+    native_reduction = "max"
 
     @staticmethod
     def forward(x, dim=None, keepdim=False):
@@ -387,6 +410,7 @@ class MaxOfAll(_ExtremumOfAll):
 
 class MinOfAll(_ExtremumOfAll):
     __doc__ = _ExtremumOfAll.__doc__
+    native_reduction = "min"
 
     @staticmethod
     def forward(x, dim=None, keepdim=False):

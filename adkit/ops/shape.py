@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import dtypes
 from ._families import ArrayFunction, ShapeOp, _logical, public
-from ._helpers import normalize_dims, wrap_dim
+from ._helpers import c_strides, copy_in_order, normalize_dims, wrap_dim
 from .unary import Clone
 
 
@@ -106,6 +106,8 @@ class Reshape(_Restride):
     """y = x with a new shape (one dim may be -1), a view when possible;
     grad_x = grad_out reshaped back."""
     public_name = "reshape"
+    # native code: a view when numpy makes one (native_view), else a copy loop
+    native_copy = staticmethod(copy_in_order)
 
     @staticmethod
     def forward(x, shape):
@@ -121,6 +123,9 @@ class View(_Restride):
     grad_x = grad_out reshaped back."""
     public_name = "view"
     variants = ("method",)
+    # no native view: whether view() may view (or must fail) depends on the strides of
+    # the caller's tensor, so numpy decides on each call
+    native_view = None
 
     @staticmethod
     def forward(x, shape):
@@ -218,6 +223,9 @@ class Expand(ShapeOp):
     public_name = "expand"
     variants = ("method",)
     is_view = True
+    # a fused kernel reads x itself in this op's place, with zero strides along the
+    # broadcast dims, so the expanded value is never made
+    native_broadcast = True
 
     @staticmethod
     def forward(x, shape):
@@ -396,6 +404,21 @@ def _flip_axes(dims, ndim):
 class Flip(ArrayFunction):
     """y = x reversed along each of dims (a copy);  grad_x = grad_out flipped back."""
     public_name = "flip"
+
+    @staticmethod
+    def native_copy(params, sources, out_shape):
+        """Native code: x read with negated strides along dims, copied in that order
+        (see _helpers.copy_in_order for the contract)."""
+        if len(sources) != 1:
+            return None
+        (x,) = sources
+        offset, strides = x.offset, list(x.strides)
+        axes = _flip_axes(params["dims"], len(x.shape)) if x.shape \
+            else ()  # a 0-d value flips to itself
+        for axis in axes:
+            offset += (x.shape[axis] - 1) * strides[axis]
+            strides[axis] = -strides[axis]
+        return [(x._replace(offset=offset, strides=tuple(strides)), 0, c_strides(x.shape))]
 
     @staticmethod
     def forward(x, dims):

@@ -12,8 +12,8 @@ import numpy as np
 
 from .. import dtypes
 from ..tensor import Tensor, _check_device, device as _device
-from ._families import ArrayFunction, UnaryElementwise, public
-from ._helpers import as_float_array
+from ._families import MATH_CALL_NS, ArrayFunction, UnaryElementwise, public
+from ._helpers import as_float_array, copy_in_order
 from .comparison import Where, not_implemented_for
 
 
@@ -34,6 +34,7 @@ def _total_op(ufunc, x):
 class Log(UnaryElementwise):
     """y = log(x);  dy/dx = 1/x."""
     public_name = "log"
+    native_cost = 0.5  # ns per element: a cheaper math call than MATH_CALL_NS
     saves = ("x",)
 
     @staticmethod
@@ -53,6 +54,7 @@ class Log(UnaryElementwise):
 class Log1p(UnaryElementwise):
     """y = log(1 + x);  dy/dx = 1/(1 + x)."""
     public_name = "log1p"
+    native_cost = 0.6  # ns per element: a cheaper math call than MATH_CALL_NS
     saves = ("x",)
 
     @staticmethod
@@ -72,6 +74,7 @@ class Log1p(UnaryElementwise):
 class Expm1(UnaryElementwise):
     """y = exp(x) - 1;  dy/dx = y + 1."""
     public_name = "expm1"
+    native_cost = 0.6  # ns per element: a cheaper math call than MATH_CALL_NS
     saves = ("out",)
 
     @staticmethod
@@ -194,6 +197,7 @@ class Sign(UnaryElementwise):
 class Sin(UnaryElementwise):
     """y = sin(x);  dy/dx = cos(x)."""
     public_name = "sin"
+    native_cost = MATH_CALL_NS  # a math library call per element
     saves = ("x",)
 
     @staticmethod
@@ -213,6 +217,7 @@ class Sin(UnaryElementwise):
 class Cos(UnaryElementwise):
     """y = cos(x);  dy/dx = -sin(x)."""
     public_name = "cos"
+    native_cost = MATH_CALL_NS  # a math library call per element
     saves = ("x",)
 
     @staticmethod
@@ -232,6 +237,7 @@ class Cos(UnaryElementwise):
 class Tan(UnaryElementwise):
     """y = tan(x);  dy/dx = 1 + y^2."""
     public_name = "tan"
+    native_cost = MATH_CALL_NS  # a math library call per element
     saves = ("out",)
 
     @staticmethod
@@ -251,6 +257,7 @@ class Tan(UnaryElementwise):
 class Tanh(UnaryElementwise):
     """y = tanh(x);  dy/dx = 1 - y^2."""
     public_name = "tanh"
+    native_cost = MATH_CALL_NS  # a math library call per element
     saves = ("out",)
 
     @staticmethod
@@ -270,6 +277,7 @@ class Tanh(UnaryElementwise):
 class Sinh(UnaryElementwise):
     """y = sinh(x);  dy/dx = cosh(x)."""
     public_name = "sinh"
+    native_cost = MATH_CALL_NS  # a math library call per element
     saves = ("x",)
 
     @staticmethod
@@ -289,6 +297,7 @@ class Sinh(UnaryElementwise):
 class Cosh(UnaryElementwise):
     """y = cosh(x);  dy/dx = sinh(x)."""
     public_name = "cosh"
+    native_cost = MATH_CALL_NS  # a math library call per element
     saves = ("x",)
 
     @staticmethod
@@ -308,6 +317,7 @@ class Cosh(UnaryElementwise):
 class Asin(UnaryElementwise):
     """y = asin(x);  dy/dx = 1/sqrt(1 - x^2)."""
     public_name = "asin"
+    native_cost = MATH_CALL_NS  # a math library call per element
     saves = ("x",)
     aliases = ("arcsin",)
 
@@ -328,6 +338,7 @@ class Asin(UnaryElementwise):
 class Acos(UnaryElementwise):
     """y = acos(x);  dy/dx = -1/sqrt(1 - x^2)."""
     public_name = "acos"
+    native_cost = MATH_CALL_NS  # a math library call per element
     saves = ("x",)
     aliases = ("arccos",)
 
@@ -348,6 +359,7 @@ class Acos(UnaryElementwise):
 class Atan(UnaryElementwise):
     """y = atan(x);  dy/dx = 1/(1 + x^2)."""
     public_name = "atan"
+    native_cost = MATH_CALL_NS  # a math library call per element
     saves = ("x",)
     aliases = ("arctan",)
 
@@ -368,6 +380,7 @@ class Atan(UnaryElementwise):
 class Sigmoid(UnaryElementwise):
     """y = 1/(1 + exp(-x));  dy/dx = y (1 - y)."""
     public_name = "sigmoid"
+    native_cost = 0.6  # ns per element: a cheaper math call than MATH_CALL_NS
     saves = ("out",)
 
     @staticmethod
@@ -513,6 +526,7 @@ def erf_float64(x):
 class Erf(UnaryElementwise):
     """y = erf(x) = 2/sqrt(pi) int_0^x exp(-t^2) dt;  dy/dx = 2/sqrt(pi) exp(-x^2)."""
     public_name = "erf"
+    native_cost = MATH_CALL_NS  # a math library call per element
     saves = ("x",)
 
     @staticmethod
@@ -646,6 +660,7 @@ class Neg(UnaryElementwise):
 class Exp(UnaryElementwise):
     """y = exp(x);  dy/dx = y."""
     public_name = "exp"
+    native_cost = 0.5  # ns per element: a cheaper math call than MATH_CALL_NS
     saves = ("out",)
 
     @staticmethod
@@ -731,6 +746,7 @@ to_bool = _cast_method("bool", dtypes.bool_)
 class Clone(ArrayFunction):
     """y = a copy of x (C order);  grad_x = grad_out."""
     public_name = "clone"
+    native_copy = staticmethod(copy_in_order)  # contiguous too: it is a Clone
 
     @staticmethod
     def forward(x):

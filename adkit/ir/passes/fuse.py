@@ -3,23 +3,22 @@ FusedKernel nodes (still a Graph).
 
 Owns: `FusedKernel` (a Function whose params hold the fused sub-graph: evaluating it
 runs the sub-graph with numpy; the jit lowers it to one native loop nest), `fuse` and
-`reduction_dims`. Does not: generate code. A node is fusible when its op has a `lower`
+`reduction_dims`. Does not: generate code, or know ops by name: what may fuse is
+said by each op's class (`lower`, `native_reduction` with `reduced_dims`,
+`native_contraction`, `native_broadcast`). A node is fusible when its op has a `lower`
 hook, its output is float32/float64 with the same shape and dtype as the rest of its
-group, and its tensor arguments have that dtype. A sum, mean, sum_to_size, prod, amax
-or amin over any dims joins the group of what it reduces; a matmul with a short
-contracted dim (`contraction`) starts a group its consumers join. Groups never create
-a cycle.
+group, and its tensor arguments have that dtype. A reduction (sum, mean, sum_to_size,
+prod, amax, amin) over any dims joins the group of what it reduces; a matmul with a
+short contracted dim (`contraction`) starts a group its consumers join. Groups never
+create a cycle.
 
     before:  c = mul a b;  d = exp c;  e = sum[dim=1] d
     after:   e = fused_kernel[graph=<mul, exp, sum[dim=1]>] a b     (d is never stored)
 """
 import numpy as np
 
+from ... import ops
 from ...autograd.function import Function
-from ...ops import reduction
-from ...ops.linalg import Bmm, Matmul, Mm
-from ...ops.reduction import Amax, Amin, MaxOfAll, Mean, MinOfAll, Prod, Sum, SumToSize
-from ...ops.shape import Expand
 from ...tensor import _make
 from .. import evaluate
 from ..graph import Graph
@@ -27,8 +26,22 @@ from .cleanup import has_in_place_ops
 
 
 _NATIVE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # what kernels compute in
-REDUCTIONS = {Sum: "sum", Mean: "sum", SumToSize: "sum", Prod: "prod", Amax: "max",
-              Amin: "min", MaxOfAll: "max", MinOfAll: "min"}
+
+
+def _op_classes():
+    """Every built-in op class (those without a public name too), in a fixed order."""
+    found = []
+    for module in ops.MODULES:
+        for obj in vars(module).values():
+            if isinstance(obj, type) and issubclass(obj, Function) and obj not in found:
+                found.append(obj)
+    return found
+
+
+# {op class: how a kernel combines its values ("sum", "prod", "max", "min")}: the ops
+# whose class says `native_reduction`
+REDUCTIONS = {cls: cls.native_reduction for cls in _op_classes()
+              if getattr(cls, "native_reduction", None)}
 
 
 class FusedKernel(Function):
@@ -93,8 +106,9 @@ def fuse(graph):
 
 def reduction_dims(graph, n):
     """The dims fused reduction node n combines over (of its input's shape), or None
-    when n is not one: sum, mean, sum_to_size, prod, amax or amin of a float tensor
-    into the same dtype. A kernel combines such a node's values as it makes them."""
+    when n is not one: an op in REDUCTIONS (sum, mean, sum_to_size, prod, amax, amin)
+    of a float tensor into the same dtype, over its class's `reduced_dims`. A kernel
+    combines such a node's values as it makes them."""
     data = graph.nx.nodes[n]
     if data["kind"] != "op" or data["op"] not in REDUCTIONS:
         return None
@@ -105,20 +119,19 @@ def reduction_dims(graph, n):
     if len(args) != 1 or graph.specs_of(args[0][1])[args[0][2]].dtype != data["dtype"]:
         return None
     shape = tuple(graph.specs_of(args[0][1])[args[0][2]].shape)
-    if data["op"] is SumToSize:
-        return SumToSize.summed_dims(shape, tuple(params["shape"]))
-    return reduction._dims(params.get("dim"), len(shape))
+    return data["op"].reduced_dims(shape, params)
 
 
 CONTRACT_MAX_K = 16  # matmuls contracting at most this many terms run inside kernels
 
 
 def contraction(graph, n):
-    """The contracted length K when node n is a matmul (mm, bmm) a kernel computes
-    inline, as K multiply-adds per element: float operands of the output's dtype, both
-    at least 2-D, 1 <= K <= CONTRACT_MAX_K (BLAS is better at long sums). Else None."""
+    """The contracted length K when node n is a matmul (its class says
+    `native_contraction`: matmul, mm, bmm) a kernel computes inline, as K multiply-adds
+    per element: float operands of the output's dtype, both at least 2-D,
+    1 <= K <= CONTRACT_MAX_K (BLAS is better at long sums). Else None."""
     data = graph.nx.nodes[n]
-    if data["kind"] != "op" or data["op"] not in (Matmul, Mm, Bmm):
+    if data["kind"] != "op" or not getattr(data["op"], "native_contraction", False):
         return None
     args = graph.args_of(n)
     specs = [graph.specs_of(u)[out] for _, u, out in args]
@@ -210,7 +223,7 @@ def _source(g, u, out):
     """Where a kernel should read argument (u, out): through an expand (broadcast) node,
     its input, since the kernel reads broadcast inputs with zero strides (no copy)."""
     data = g.nx.nodes[u]
-    if data["kind"] == "op" and data["op"] is Expand:
+    if data["kind"] == "op" and getattr(data["op"], "native_broadcast", False):
         (_, v, v_out), = g.args_of(u)
         return (v, v_out)
     return (u, out)

@@ -5,8 +5,9 @@ IR node under tracing and vmap (its body a sub-Graph in the node's params) and a
 Python loop or branch when run eagerly (autograd records it). Does not: hold logic here.
 """
 from .branch import Switch, SwitchPlan, cond, switch
+from .hoist import hoist_invariants
 from .loops import While, WhileGrad, WhilePlan, fori_loop, while_loop
 from .scan import Scan, ScanPlan, scan
 
-__all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "Scan", "ScanPlan", "Switch",
+__all__ = ["hoist_invariants", "scan", "fori_loop", "while_loop", "cond", "switch", "Scan", "ScanPlan", "Switch",
            "SwitchPlan", "While", "WhileGrad", "WhilePlan"]

@@ -120,6 +120,16 @@ class Plan:
                 changes[name] = bodies.get(name, value)
         return dataclasses.replace(self, cache={}, **changes)
 
+    def check_arguments(self, arrays, expected, what):
+        """Raise ValueError unless the node's tensor arguments have the specs its bodies
+        take (`expected`, in argument order): how validate() catches a body and a node
+        that disagree."""
+        got = [rules.spec_of(a) for a in arrays]
+        if got != list(expected):
+            raise ValueError(f"{what}: the node's arguments are "
+                             f"{[printing.format_spec(s) for s in got]} but its bodies take "
+                             f"{[printing.format_spec(s) for s in expected]}")
+
     def derived(self, key, build):
         if key not in self.cache:
             self.cache[key] = build()

@@ -53,6 +53,9 @@ class Switch(ArrayFunction):
 
     @staticmethod
     def infer(plan, index, *arrays):
+        if np.asarray(index).shape != () or np.asarray(index).dtype.kind not in "iub":
+            raise ValueError("switch: the index must be an integer 0-d tensor")
+        plan.check_arguments(arrays, plan.input_specs(), "switch")
         return tuple(plan.output_specs())
 
     @staticmethod

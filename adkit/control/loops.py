@@ -50,6 +50,18 @@ class WhilePlan(Plan):
         body_in = [self.body.specs_of(n)[0] for n in self.body.inputs]
         return cond_in[:self.n_cond_consts], body_in[:self.n_body_consts]
 
+    def const_slots(self):
+        """{body: (first const input, first const argument, count)} (for hoisting)."""
+        return {"cond": (0, 0, self.n_cond_consts),
+                "body": (0, self.n_cond_consts, self.n_body_consts)}
+
+    def with_more_consts(self, name, k, body):
+        if name == "cond":
+            return dataclasses.replace(self, cond=body, cache={},
+                                       n_cond_consts=self.n_cond_consts + k)
+        return dataclasses.replace(self, body=body, n_body_consts=self.n_body_consts + k,
+                                   cache={})
+
     def trip_count(self, cond_consts, body_consts, carry):
         n = 0
         while _truth(run_body(self.cond, cond_consts + carry)[0]):
@@ -73,6 +85,7 @@ class While(ArrayFunction):
     """carry = body(carry) while cond(carry)."""
     public_name = "while_loop"
     variants = ()
+    runs_its_plan = True  # its arguments are laid out as its plan says (hoisting)
 
     @staticmethod
     def forward(plan, *arrays):
@@ -83,6 +96,9 @@ class While(ArrayFunction):
 
     @staticmethod
     def infer(plan, *arrays):
+        cond_specs, body_specs = plan.const_specs()
+        plan.check_arguments(arrays, cond_specs + body_specs + plan.carry_specs(),
+                             "while_loop")
         return tuple(plan.carry_specs())
 
     @staticmethod

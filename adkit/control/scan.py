@@ -47,12 +47,27 @@ class ScanPlan(Plan):
     def n_ys(self):
         return len(self.body.outputs) - self.n_carry
 
+    def const_slots(self):
+        """{body: (first const input, first const argument, count)} (for hoisting)."""
+        return {"body": (0, 0, self.n_consts)}
+
+    def with_more_consts(self, name, k, body):
+        return dataclasses.replace(self, body=body, n_consts=self.n_consts + k, cache={})
+
     def steps(self):
         """Step indices in the order the loop visits them."""
         return range(self.length - 1, -1, -1) if self.reverse else range(self.length)
 
     def input_specs(self):
         return [self.body.specs_of(n)[0] for n in self.body.inputs]
+
+    def argument_specs(self):
+        """The node's tensor arguments: consts and carries as the body takes them, xs
+        with the scan's length in front."""
+        specs = self.input_specs()
+        head = specs[:self.n_consts + self.n_carry]
+        return head + [TensorSpec((self.length,) + tuple(s.shape), s.dtype)
+                       for s in specs[len(head):]]
 
     def output_specs(self):
         body_out = [self.body.specs_of(n)[0] for n in self.body.outputs]
@@ -67,6 +82,7 @@ class Scan(ArrayFunction):
     """A loop over the leading dim of xs: carry, y = body(consts, carry, x) per step."""
     public_name = "scan"
     variants = ()
+    runs_its_plan = True  # its arguments are laid out as its plan says (hoisting)
 
     @staticmethod
     def forward(plan, *arrays):
@@ -87,6 +103,7 @@ class Scan(ArrayFunction):
 
     @staticmethod
     def infer(plan, *arrays):
+        plan.check_arguments(arrays, plan.argument_specs(), "scan")
         return tuple(plan.output_specs())
 
     @staticmethod

@@ -245,6 +245,13 @@ def _check_op_node(graph, n, data, args):
         if i not in taken and name not in data["params"]:
             raise GraphError(f"node {n} ({data['op'].__name__}): argument {i} ({name}) is "
                              "missing: no edge at that position and no param")
+    # the bodies of loops and branches (a fused kernel's graph reads some inputs
+    # un-expanded, by design, so it is not a graph that validates on its own)
+    for name, body in printing.node_bodies(data, kernels=False):
+        try:
+            body.validate()
+        except GraphError as e:
+            raise GraphError(f"node {n} ({data['op'].__name__}), its {name}: {e}") from None
     specs_in = {p: graph.specs_of(u)[out] for p, u, out in args}
     try:
         derived = rules.infer(data["op"], specs_in, data["params"]).specs

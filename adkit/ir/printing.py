@@ -77,15 +77,16 @@ def node_line(graph, n, names=None):
     return f"{outs} = {op_name(data['op'])}{bracket} {args}".rstrip()
 
 
-def node_bodies(data):
-    """[(name, Graph)] of the sub-graphs an op node holds in its params: a FusedKernel's
-    `graph`, a loop's or a branch's bodies (a params value with `bodies()`)."""
+def node_bodies(data, kernels=True):
+    """[(name, Graph)] of the sub-graphs an op node holds in its params: a loop's or a
+    branch's bodies (a params value with `bodies()`) and (with `kernels`) a Graph
+    param, as a FusedKernel's `graph`."""
     found = []
     for key in sorted(data.get("params", {})):
         value = data["params"][key]
         if hasattr(value, "bodies"):
             found.extend(value.bodies().items())
-        elif hasattr(value, "nx") and hasattr(value, "topo_order"):
+        elif kernels and hasattr(value, "nx") and hasattr(value, "topo_order"):
             found.append((key, value))
     return found
 

@@ -1,0 +1,147 @@
+"""Loop-invariant code motion: body work that depends only on a loop's consts runs once,
+before the loop, instead of once per step.
+
+Owns: `hoist_invariants(graph)` (a pass: a new graph; the input is unchanged). Does not:
+know op semantics: a body node is invariant when every value it reads is a constant, a
+const input of the body, or another invariant node's value, and it writes nothing in
+place. Which body inputs are consts and which node arguments feed them, each plan says
+(`const_slots`); `with_more_consts` builds the plan that takes the hoisted values as
+extra consts. Only ops that run their plan with the plan's own argument layout
+(`runs_its_plan = True`: Scan, While) are touched.
+"""
+from ..ir.passes import recursive
+from ..ir.passes.cleanup import dce, redirect, writes_in_place
+
+
+def _hoist_node(graph, n):
+    """Hoist out of node n's bodies in place (graph is a private copy)."""
+    data = graph.nx.nodes[n]
+    plan = data["params"].get("plan")
+    if not getattr(data["op"], "runs_its_plan", False):  # not e.g. WhileGrad, whose
+        return  # arguments are laid out otherwise
+    for name in list(plan.const_slots()):
+        body_start, arg_start, count = plan.const_slots()[name]  # the plan changes
+        body = plan.bodies()[name]
+        invariant = _invariant_nodes(body, range(body_start, body_start + count))
+        needed = _needed_values(body, invariant)
+        if not needed:
+            continue
+        outer = _copy_out(graph, n, body, invariant, arg_start, body_start)
+        new_body = _with_inputs_for(body, needed, body_start + count)
+        _insert_arguments(graph, n, [outer[v] for v in needed], 1 + arg_start + count)
+        plan = plan.with_more_consts(name, len(needed), new_body)
+        data["params"]["plan"] = plan
+    for name in list(plan.const_slots()):
+        plan = _drop_unused_consts(graph, n, plan, name)
+    data["params"]["plan"] = plan
+
+
+def _drop_unused_consts(graph, n, plan, name):
+    """Const inputs no body node reads (often left by hoisting) leave the body, and the
+    node's arguments that fed them go too."""
+    body_start, arg_start, count = plan.const_slots()[name]
+    body = plan.bodies()[name]
+    unused = [m for m in body.inputs if body_start <= body.nx.nodes[m]["index"] <
+              body_start + count and body.nx.out_degree(m) == 0]
+    if not unused:
+        return plan
+    g = body.copy()
+    dropped = sorted(g.nx.nodes[m]["index"] for m in unused)
+    g.nx.remove_nodes_from(unused)
+    for m in g.inputs:
+        g.nx.nodes[m]["index"] -= sum(i < g.nx.nodes[m]["index"] for i in dropped)
+    positions = [1 + arg_start + i - body_start for i in dropped]
+    edges = sorted(((u, k, d) for u, _, k, d in graph.nx.in_edges(n, keys=True, data=True)),
+                   key=lambda e: e[2]["pos"])
+    for u, k, d in edges:
+        graph.nx.remove_edge(u, n, key=k)
+    for u, k, d in edges:
+        if d["pos"] in positions:
+            continue
+        pos = d["pos"] - sum(p < d["pos"] for p in positions)
+        graph.nx.add_edge(u, n, key=pos, pos=pos, out=d["out"])
+    return plan.with_more_consts(name, -len(dropped), g)
+
+
+def _invariant_nodes(body, const_inputs):
+    const_inputs = set(const_inputs)
+    invariant = set()
+    for m in body.topo_order():
+        d = body.nx.nodes[m]
+        if d["kind"] == "const" or (d["kind"] == "input" and d["index"] in const_inputs):
+            invariant.add(m)
+        elif d["kind"] == "op" and not writes_in_place(body, m) and \
+                all(u in invariant for _, u, _ in body.args_of(m)):
+            invariant.add(m)
+    return invariant
+
+
+def _needed_values(body, invariant):
+    """(node, out) of invariant op nodes read by the rest of the body (or its outputs)."""
+    needed = []
+    for u, v, d in body.nx.edges(data=True):
+        if u in invariant and v not in invariant and body.nx.nodes[u]["kind"] == "op" \
+                and (u, d["out"]) not in needed:
+            needed.append((u, d["out"]))
+    return sorted(needed)
+
+
+def _copy_out(graph, n, body, invariant, arg_start, body_start):
+    """Copies of the invariant op nodes in the outer graph, reading the node's const
+    arguments; {(body node, out): (outer node, out)}."""
+    args = {pos: (u, out) for pos, u, out in graph.args_of(n)}
+    where = {}
+    for m in body.topo_order():
+        d = body.nx.nodes[m]
+        if m not in invariant:
+            continue
+        if d["kind"] == "input":
+            where[(m, 0)] = args[1 + arg_start + d["index"] - body_start]
+        elif d["kind"] == "const":
+            where[(m, 0)] = (graph.add_const(d["value"]), 0)
+        else:
+            edges = {pos: where[(u, out)] for pos, u, out in body.args_of(m)}
+            new = graph.add_op(d["op"], edges, d["params"], d["specs"], d.get("source"),
+                               d.get("aliases"))
+            for i in range(len(d["specs"])):
+                where[(m, i)] = (new, i)
+    return where
+
+
+def _with_inputs_for(body, needed, first_index):
+    """A copy of body in which each needed value is read from a new input, numbered
+    from `first_index` on (later inputs move up)."""
+    g = body.copy()
+    for m in g.inputs:
+        if g.nx.nodes[m]["index"] >= first_index:
+            g.nx.nodes[m]["index"] += len(needed)
+    for k, (u, out) in enumerate(needed):
+        new = g.add_input(g.specs_of(u)[out], index=first_index + k)
+        redirect(g, (u, out), (new, 0))
+    return dce(g)
+
+
+def _insert_arguments(graph, n, values, first_pos):
+    """New tensor arguments of node n at positions first_pos..; later ones move up."""
+    moved = sorted(((u, k, d) for u, _, k, d in graph.nx.in_edges(n, keys=True, data=True)
+                    if d["pos"] >= first_pos), key=lambda e: -e[2]["pos"])
+    for u, k, d in moved:
+        graph.nx.remove_edge(u, n, key=k)
+    for u, k, d in moved:
+        pos = d["pos"] + len(values)
+        graph.nx.add_edge(u, n, key=pos, pos=pos, out=d["out"])
+    for i, (u, out) in enumerate(values):
+        graph.nx.add_edge(u, n, key=first_pos + i, pos=first_pos + i, out=out)
+
+
+def _hoist(graph):
+    g = graph.copy()
+    for n in g.op_nodes:
+        _hoist_node(g, n)
+    return g
+
+
+hoist_invariants = recursive(_hoist)
+hoist_invariants.__doc__ = """Move body nodes that depend only on a loop's consts out of
+the loop, at every depth (innermost loops first). In: any valid Graph. Out: the same
+outputs from the same inputs; loops read the hoisted values as extra consts."""

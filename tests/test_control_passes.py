@@ -1,0 +1,99 @@
+"""IR passes around loops and branches: loop-invariant hoisting, validate() of bodies, and
+random pass sequences over graphs with loops (values unchanged, input graph untouched)."""
+import numpy as np
+import pytest
+
+import adkit as ak
+from adkit.control import Scan, While, hoist_invariants
+from adkit.ir.graph import GraphError
+
+RNG = np.random.default_rng(2)
+W = ak.tensor(RNG.standard_normal((3, 3)))
+XS = ak.tensor(RNG.standard_normal((5, 3)))
+H0 = ak.tensor(RNG.standard_normal(3))
+
+
+def scan_with_invariant_work(h0, w):
+    def step(h, x):
+        a = (w @ w).tanh() * 2  # the same every step
+        return (h @ a + x).sin(), (a * x).sum()
+    h, ys = ak.scan(step, h0, XS)
+    return h.sum() + ys.sum()
+
+
+def while_with_invariant_work(v, w):
+    def body(c):
+        return c[0] + 1, c[1] * w.exp().mean() * 0.5
+    return ak.while_loop(lambda c: c[0] < w.sum() * 0 + 4, body,
+                         (ak.tensor(0.0, dtype=ak.float64), v))[1].sum()
+
+
+def _loop_node(graph):
+    (n,) = [m for m in graph.op_nodes if graph.nx.nodes[m]["op"] in (Scan, While)]
+    return graph.nx.nodes[n]["params"]["plan"]
+
+
+@pytest.mark.parametrize("f", [scan_with_invariant_work, while_with_invariant_work])
+def test_invariant_work_moves_out_of_the_loop(f):
+    graph = ak.trace(f, H0, W)
+    before = str(graph)
+    hoisted = hoist_invariants(graph)
+    hoisted.validate()
+    assert str(graph) == before  # the input graph is untouched
+    body = _loop_node(hoisted).body
+    names = [body.nx.nodes[m]["op"].__name__ for m in body.op_nodes]
+    assert not set(names) & {"Tanh", "Exp"} and names.count("Matmul") <= 1
+    outside = {hoisted.nx.nodes[m]["op"].__name__ for m in hoisted.op_nodes}
+    assert outside & {"Tanh", "Exp"}
+    np.testing.assert_allclose(hoisted(H0, W).numpy(), graph(H0, W).numpy(), rtol=1e-14)
+
+
+def test_hoisting_inside_gradient_graphs_and_nested_loops():
+    def nested(h0, w):
+        def outer(h, x):
+            inner = ak.fori_loop(0, 3, lambda i, v: (v @ (w * 2).tanh()).sin(), h)
+            return inner + x, None
+        return ak.scan(outer, h0, XS)[0].sum()
+    for f in (scan_with_invariant_work, nested):
+        graph = ak.trace(ak.func.grad(f, argnums=(0, 1)), H0, W)
+        hoisted = ak.ir.passes.dce(hoist_invariants(graph))
+        hoisted.validate()
+        for a, b in zip(hoisted(H0, W), graph(H0, W)):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_validate_checks_bodies_and_the_node_against_them():
+    graph = ak.trace(scan_with_invariant_work, H0, W)
+    graph.validate()
+    plan = _loop_node(graph)
+    broken = graph.copy()
+    (n,) = [m for m in broken.op_nodes if broken.nx.nodes[m]["op"] is Scan]
+    bad_body = plan.body.copy()
+    bad_body.nx.nodes[bad_body.inputs[0]]["index"] = 7
+    broken.nx.nodes[n]["params"]["plan"] = plan.with_bodies({"body": bad_body})
+    with pytest.raises(GraphError, match="body"):
+        broken.validate()
+    short = graph.copy()
+    short.nx.nodes[n]["params"]["plan"] = type(plan)(**{**plan.__dict__, "cache": {},
+                                                        "length": 4})
+    with pytest.raises(GraphError, match="scan"):
+        short.validate()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_pass_sequences_over_loops_keep_values(seed):
+    rng = np.random.default_rng(seed)
+    passes = [ak.ir.passes.dce, ak.ir.passes.cse, ak.ir.passes.fold_constants,
+              ak.ir.passes.simplify, ak.ir.passes.decompose, hoist_invariants]
+    for f in (scan_with_invariant_work, while_with_invariant_work):
+        for g in (ak.trace(f, H0, W), ak.trace(ak.func.grad(f, argnums=1), H0, W)):
+            want = g(H0, W).numpy()
+            text = str(g)
+            for k in rng.integers(len(passes), size=6):
+                g2 = passes[k](g)
+                g2.validate()
+                assert str(g) == text
+                g, text = g2, str(g2)
+            g = ak.ir.passes.fuse(g)
+            g.validate()
+            np.testing.assert_allclose(g(H0, W).numpy(), want, rtol=1e-12, atol=1e-14)

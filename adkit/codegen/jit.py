@@ -2,13 +2,13 @@
 
 Owns: `jit`, `Jitted` (the signature cache; `.lower()`, `.compile()`) and `Compiled`
 (runs a plan: per-thread buffers, the input checks that guard the native boundary,
-fresh outputs). Does not: make the plan (plan.py), emit IR (kernels.py, program.py)
-or talk to llvmlite.binding (runtime.py).
+fresh outputs). Does not: make the plan (plan.py: a list of steps.py's steps over
+buffers.py's buffers), emit IR (steps emit themselves: program.py, kernels.py) or talk
+to llvmlite.binding (runtime.py).
 Calls made under a transform (grad, vmap, tracing), with inputs that require grad or
 with forward-AD dual inputs run the function itself, so jit composes with ak.func and
 with autograd both ways.
 """
-import ctypes
 import functools
 import sys
 import threading
@@ -22,7 +22,7 @@ from ..autograd.grad_mode import is_grad_enabled
 from ..ir import evaluate, passes
 from ..ir.trace import trace
 from ..tensor import Tensor, _make
-from . import kernels, plan, program, runtime
+from . import buffers, plan, runtime, steps
 
 # results smaller than this are fresh arrays per call; larger ones are recycled (fresh
 # large arrays cost page faults, small ones come from malloc's pool)
@@ -115,36 +115,31 @@ class Compiled:
         self.graph = graph
         planner = plan.Planner(graph)
         self.kernels = planner.kernels
-        self.buffers = planner.buffers
+        self.buffers = planner.buffers  # buffers.Buffer objects, by index
+        self.steps = planner.steps  # steps.Step objects, run in order
         module = llvm_ir.Module(name="adkit_jit")
         module.triple = runtime.target_machine().triple
         _, vector_bytes = runtime.host_vector_isa()
-        kernel_fns = {}
-        for call in planner.kernel_calls:
-            kernel_fns[id(call)] = kernels.lower_kernel(call.kernel, module, vector_bytes)
-        names = []
-        for i, calls in enumerate(planner.segments):
-            names.append(f"segment{i}")
-            program.emit_segment(module, names[-1], calls, kernel_fns)
-        self.segments = names
-        self.segment_calls = planner.segments  # each segment's KernelCalls, MatmulCalls
-        self.module = runtime.compile_module(module) if names else None
-        functions = {name: self.module.function(name, None, ctypes.py_object)
-                     for name in names}
-        self.steps = [plan.SegmentStep(functions[step]) if isinstance(step, str) else step
-                      for step in planner.steps]
+        for step in self.steps:
+            step.emit(module, vector_bytes)
+        self.segments = [step.name for step in planner.segments]
+        self.segment_calls = [step.calls for step in planner.segments]  # NativeCalls
+        self.module = runtime.compile_module(module) if self.segments else None
+        for step in self.steps:
+            step.link(self.module)
         self.n_slots = planner.n_slots
         self.input_slots = planner.input_slots
-        self.input_buffers = planner.input_buffers
         self.consts = planner.consts
         self.output_slots = planner.output_slots
         self.output_fetch = planner.output_fetch  # makes native outputs numpy values
         self._const_roots = {id(plan.root(t._data)) for _, t in self.consts}
-        self._template_specs = planner.template_specs
-        self._block_sizes, self._block_of = planner.share_buffers()
-        self._result_specs = planner.result_specs
+        self._block_sizes = planner.block_sizes
+        # per call: (buffer, flat input position) and (buffer, (shape, dtype)) pairs
+        self.input_buffers = [(b.index, b.position) for b in self.buffers
+                              if isinstance(b, buffers.InputBuffer)]
+        self._result_specs = {b.index: (b.shape, b.dtype) for b in self.buffers
+                              if isinstance(b, buffers.ResultBuffer)}
         self._local = threading.local()
-        self._n_buffers = len(self.buffers)
         self._output_buffers = planner.output_buffers
         self.run_checked = self._one_call_runner() or self.run_checked
 
@@ -153,15 +148,7 @@ class Compiled:
         intermediates whose lifetimes do not overlap share one block (a view of it
         each), so a long graph's footprint is that of its widest point."""
         blocks = [np.empty(n, np.uint8) for n in self._block_sizes]
-        arrays = [None] * self._n_buffers
-        for buf, value in self._template_specs.items():
-            if isinstance(value, np.ndarray):
-                arrays[buf] = value
-            elif buf in self._block_of:
-                arrays[buf] = np.ndarray(value[0], value[1], buffer=blocks[self._block_of[buf]])
-            else:
-                arrays[buf] = np.empty(*value)
-        return arrays
+        return [buf.template(blocks) for buf in self.buffers]
 
     def _template(self):
         """This thread's buffer list: constants and reusable intermediates in place."""
@@ -176,7 +163,7 @@ class Compiled:
         (the common case): a runner that is just the input checks, one native call and
         the results (call overhead matters on small inputs). Nothing but native code
         runs during the call, so it cannot re-enter on this thread."""
-        if len(self.steps) != 1 or not isinstance(self.steps[0], plan.SegmentStep) or \
+        if len(self.steps) != 1 or not isinstance(self.steps[0], steps.SegmentStep) or \
                 self.graph.static_outputs or None in self._output_buffers:
             return None
         fn = self.steps[0].fn
@@ -229,9 +216,8 @@ class Compiled:
             return arrays, False
         if not hasattr(local, "template"):
             local.template = self._new_template()
-            local.roots = {id(plan.root(a)) for buf, a in enumerate(local.template)
-                           if a is not None and not isinstance(
-                               self._template_specs[buf], np.ndarray)}
+            local.roots = {id(plan.root(a)) for buf, a in zip(self.buffers, local.template)
+                           if buf.reused}
             local.recycled = {}
         arrays, recycled = list(local.template), local.recycled
         # A result's buffer is reused only once the caller has let go of the last one

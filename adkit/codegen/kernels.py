@@ -1,10 +1,12 @@
 """Fused kernels: one LLVM function per fused group of elementwise ops and reductions.
 
-Owns: `Kernel` (what a kernel computes: iteration shape, input strides, the op
-sequence, outputs with their strides and how they combine) and `lower_kernel` (the loop
-nest: a vector loop of `lanes` elements, a scalar tail; each op's own `lower(b, *args)`
-hook emits its arithmetic). Does not: choose what to fuse (ir/passes/fuse.py), place
-values in memory or call kernels (program.py).
+Owns: `Kernel` (what a kernel computes: iteration shape, input strides, its body of
+steps, outputs with their strides and how they combine), the body's parts (`In` and
+`Tmp` name the values steps read; `Step` and `Contraction` are the two kinds of step,
+each emitting itself) and `lower_kernel` (the loop nest: a vector loop of `lanes`
+elements, a scalar tail; each op's own `lower(b, *args)` hook emits its arithmetic).
+Does not: choose what to fuse (ir/passes/fuse.py), place values in memory or call
+kernels (program.py).
 
 Kernel ABI: void kernel(i64 start, i64 stop, ptr in_0, ..., ptr out_0, ...): element
 pointers (already offset to the value's first element); [start, stop) is a range of the
@@ -29,16 +31,66 @@ I32 = ir.IntType(32)
 PTR = ir.PointerType()
 F64 = ir.DoubleType()
 
-# One step of a kernel body: op applied to args, each ("in", k), ("tmp", j) or a
-# Python value (a static param); `params` hold the op's named static arguments.
-Step = namedtuple("Step", ("op", "args", "params"))
-# One output: `ref` ("in", k) or ("tmp", j); strides over the iteration space (0 along
-# reduced dims); combine None (store) or "sum", "prod", "max", "min"; dtype None (the kernel's)
-# or bool (kept as one byte, 0 or 1, as numpy does).
+# The values a kernel's steps and outputs read: input k at the iteration point, or the
+# value step j made there.
+In = namedtuple("In", ("index",))
+Tmp = namedtuple("Tmp", ("index",))
+# One output: `ref` (an In or a Tmp); strides over the iteration space (0 along reduced
+# dims); combine None (store) or "sum", "prod", "max", "min" (an op's native_reduction);
+# dtype None (the kernel's) or bool (kept as one byte, 0 or 1, as numpy does).
 Output = namedtuple("Output", ("ref", "strides", "combine", "dtype"), defaults=(None,))
-# A matmul as a step: the sum over kk < k of a[.. + kk a_stride] * b[.. + kk b_stride],
-# a and b ("in", k) inputs whose strides place row and column at the iteration point.
-Contraction = namedtuple("Contraction", ("a", "b", "k", "a_stride", "b_stride"))
+
+
+class Step(namedtuple("Step", ("op", "args", "params"))):
+    """An elementwise op at the iteration point: `args` holds an In or Tmp at each
+    tensor position (None elsewhere), `params` the op's named static arguments."""
+
+    __slots__ = ()
+
+    def emit(self, emitter, sb, operand, in_bases, i):
+        """The op's own lower(b, *args) hook on its operands' values."""
+        args = rules.join_args(self.op, {p: operand(a) for p, a in enumerate(self.args)
+                                         if a is not None}, self.params)
+        return self.op.lower(sb, *args)
+
+    def ns_per_element(self, ns_per_step):
+        """Its time in the thread cost model: the op's `native_cost` (a math library
+        call), else that of a plain arithmetic step."""
+        return getattr(self.op, "native_cost", ns_per_step)
+
+    def __str__(self):
+        return str(getattr(self.op, "public_name", self.op.__name__))
+
+
+class Contraction(namedtuple("Contraction", ("a", "b", "k", "a_stride", "b_stride"))):
+    """A matmul as a step: the sum over kk < k of a[.. + kk a_stride] * b[.. + kk
+    b_stride], a and b In inputs whose strides place row and column at the point."""
+
+    __slots__ = ()
+
+    def emit(self, emitter, sb, operand, in_bases, i):
+        """The k products, added in order (fused multiply-adds)."""
+        b, kernel = emitter.b, emitter.kernel
+        total = None
+        for kk in range(self.k):
+            terms = []
+            for ref, stride in ((self.a, self.a_stride), (self.b, self.b_stride)):
+                k = ref.index
+                base = b.add(in_bases[k], ir.Constant(I64, kk * stride))
+                terms.append(_load(b, sb, emitter.in_ptrs[k], base, kernel.strides[k][-1], i))
+            product = b.fmul(*terms, flags=("contract",))
+            total = product if total is None else b.fadd(total, product,
+                                                         flags=("contract",))
+        return total
+
+    def ns_per_element(self, ns_per_step):
+        """Its time in the thread cost model: k multiplications and k additions."""
+        return 2 * self.k * ns_per_step
+
+    def __str__(self):
+        return f"matmul[K={self.k}]"
+
+
 I8 = ir.IntType(8)
 BOOL = np.dtype(np.bool_)
 
@@ -81,8 +133,7 @@ class Kernel:
                    for k, o in enumerate(self.outputs))
 
     def __repr__(self):
-        ops = " ".join(f"matmul[K={s.k}]" if isinstance(s, Contraction) else
-                       getattr(s.op, "public_name", s.op.__name__) for s in self.steps)
+        ops = " ".join(str(s) for s in self.steps)
         reduce = "".join(f" {o.combine}" for o in self.outputs if o.combine)
         body = f"{ops}{reduce}" or "copy"
         return f"<kernel {self.name}: {self.dtype.name}{list(self.shape)} [{body}]>"
@@ -184,33 +235,23 @@ class _Emitter:
                 total = _combine(b, combine, old, total)
             b.store(total, address)
 
-    def contract(self, sb, step, in_bases, i):
-        return _contract_terms(self, sb, step, in_bases, i)
-
     def elements(self, sb, in_bases, out_bases, i):
         """Load the inputs at inner index i, run the steps, write the outputs."""
         b, kernel = self.b, self.kernel
         loaded = {}
 
-        def operand(arg):
-            if isinstance(arg, tuple) and arg[0] == "in":
-                k = arg[1]
-                if k not in loaded:
-                    loaded[k] = _load(b, sb, self.in_ptrs[k], in_bases[k],
-                                      kernel.strides[k][-1], i, kernel.in_dtypes[k] == BOOL)
-                return loaded[k]
-            if isinstance(arg, tuple) and arg[0] == "tmp":
-                return values[arg[1]]
-            return arg
+        def operand(ref):
+            if type(ref) is Tmp:
+                return values[ref.index]
+            k = ref.index  # an In: loaded once per iteration point
+            if k not in loaded:
+                loaded[k] = _load(b, sb, self.in_ptrs[k], in_bases[k],
+                                  kernel.strides[k][-1], i, kernel.in_dtypes[k] == BOOL)
+            return loaded[k]
 
         values = []
         for step in kernel.steps:
-            if isinstance(step, Contraction):
-                values.append(self.contract(sb, step, in_bases, i))
-                continue
-            args = rules.join_args(step.op, {p: operand(a) for p, a in enumerate(step.args)
-                                             if isinstance(a, tuple)}, step.params)
-            values.append(step.op.lower(sb, *args))
+            values.append(step.emit(self, sb, operand, in_bases, i))
         for k, out in enumerate(kernel.outputs):
             value = operand(out.ref)
             if k in self.acc:  # into this width's register accumulator
@@ -233,20 +274,6 @@ class _Emitter:
                 value = _combine(b, out.combine, b.load(address, typ=sb.type,
                                                         align=sb.itemsize), value)
             b.store(value, address, align=sb.itemsize)
-
-
-def _contract_terms(emitter, sb, step, in_bases, i):
-    """The k products of a Contraction, added in order (fused multiply-adds)."""
-    b, kernel = emitter.b, emitter.kernel
-    total = None
-    for kk in range(step.k):
-        terms = []
-        for (_, k), stride in ((step.a, step.a_stride), (step.b, step.b_stride)):
-            base = b.add(in_bases[k], ir.Constant(I64, kk * stride))
-            terms.append(_load(b, sb, emitter.in_ptrs[k], base, kernel.strides[k][-1], i))
-        product = b.fmul(*terms, flags=("contract",))
-        total = product if total is None else b.fadd(total, product, flags=("contract",))
-    return total
 
 
 def _combine(b, combine, x, y):

@@ -1,9 +1,11 @@
 """Native programs: one LLVM entry function per run of natively lowered nodes.
 
-Owns: `Layout` (where a value lives: a buffer, an element offset, element strides),
-`KernelCall` (a fused kernel, threads and all), `MatmulCall` (BLAS gemm from numpy's
-OpenBLAS) and `emit_segment` (the entry function). Does not: decide what runs natively
-(jit.py) or build kernel loops (kernels.py).
+Owns: the native calls an entry function makes, one class per kind, each emitting
+itself (`NativeCall`: `KernelCall`, a fused kernel, threads and all; `MatmulCall`, BLAS
+gemm from numpy's OpenBLAS; `CopyCall`, element moves by index tables), `Entry` (what a
+call emits into) and `emit_segment` (the entry function). Does not: decide what runs
+natively (plan.py, lowering.py), say where values live (buffers.py) or build kernel
+loops (kernels.py).
 
 Entry ABI: void segment(PyListObject *arrays): the numpy arrays of every buffer, in a
 Python list the caller fills; the entry reads each array's data pointer (at numpy's
@@ -12,30 +14,12 @@ nothing: a view is a Layout of its base's buffer. Large kernels split their oute
 over native threads (pthread_create / pthread_join; a thread that cannot be made runs
 its share on the caller's thread).
 """
-from collections import namedtuple
-
 import numpy as np
 from llvmlite import ir
 
 from . import kernels, runtime
+from .buffers import contiguous_strides
 from .kernels import F64, I32, I64, PTR, for_loop
-
-Layout = namedtuple("Layout", ("buffer", "offset", "shape", "strides", "dtype"))
-
-
-def contiguous_strides(shape):
-    strides, acc = [], 1
-    for n in reversed(shape):
-        strides.append(acc)
-        acc *= n
-    return tuple(strides[::-1])
-
-
-def broadcast_strides(layout, shape):
-    """Element strides for reading `layout` at the indices of `shape` (broadcasting)."""
-    lead = len(shape) - len(layout.shape)
-    return (0,) * lead + tuple(0 if n == 1 and m != 1 else s for n, m, s in zip(
-        layout.shape, shape[lead:], layout.strides))
 
 
 def _elem(dtype):
@@ -45,26 +29,56 @@ def _elem(dtype):
     return F64 if dtype.itemsize == 8 else ir.FloatType()
 
 
-class KernelCall:
+class Entry:
+    """What a native call emits into: the entry function's builder `b`, the module,
+    each buffer's data pointer (`data`, loaded once at the top) and the host's vector
+    width in bytes."""
+
+    def __init__(self, b, module, data, vector_bytes):
+        self.b, self.module, self.data, self.vector_bytes = b, module, data, vector_bytes
+
+    def pointer(self, layout):
+        """A pointer to layout's first element."""
+        return _pointer(self.b, self.data, layout)
+
+
+class NativeCall:
+    """One call an entry function makes. `reads` and `writes` are the buffers whose
+    values it reads and makes (for lifetimes), `buffers` every buffer whose data
+    pointer it uses, `kernels` the fused kernels it runs; `emit(entry)` emits it."""
+
+    kernels = ()
+
+    def __init__(self, reads, writes, buffers):
+        self.reads, self.writes = set(reads), set(writes)
+        self.buffers = set(buffers) | self.reads | self.writes
+
+    def emit(self, entry):
+        raise NotImplementedError(f"{type(self).__name__} has no emit rule")
+
+
+class KernelCall(NativeCall):
     """A kernel run on `inputs` (Layouts) into `outputs` (whole, contiguous buffers'
     Layouts), on `workers` threads; `scales` multiply a mean's sums afterwards."""
 
     def __init__(self, kernel, inputs, outputs, workers, scales=None):
+        super().__init__({x.buffer for x in inputs}, {x.buffer for x in outputs}, ())
         self.kernel, self.inputs, self.outputs = kernel, inputs, outputs
-        self.layouts = list(inputs) + list(outputs)
-        self.reads = {x.buffer for x in inputs}
-        self.writes = {x.buffer for x in outputs}
+        self.kernels = (kernel,)
         self.workers = workers if kernel.splittable else 1
         self.scales = scales or {}
         # each worker's [start, stop) of the outer loop
         self.bounds = np.linspace(0, kernel.outer_size, self.workers + 1).astype(
             np.int64).tolist()
 
-    def emit(self, b, module, data, fn):
-        kernel = self.kernel
+    def emit(self, entry):
+        b, module, kernel = entry.b, entry.module, self.kernel
+        fn = module.globals.get(kernel.name)
+        if fn is None:  # the kernel's own function, made when its first call is emitted
+            fn = kernels.lower_kernel(kernel, module, entry.vector_bytes)
         elem = _elem(kernel.dtype)
-        ins = [_pointer(b, data, layout) for layout in self.inputs]
-        outs = [_pointer(b, data, layout) for layout in self.outputs]
+        ins = [entry.pointer(layout) for layout in self.inputs]
+        outs = [entry.pointer(layout) for layout in self.outputs]
         for k, o in enumerate(kernel.outputs):  # reductions start from their identity
             if o.combine:
                 _fill(b, outs[k], elem, int(np.prod(self.outputs[k].shape)),
@@ -123,7 +137,7 @@ class KernelCall:
             b.store(total, outs[k])
 
 
-class MatmulCall:
+class MatmulCall(NativeCall):
     """C = A @ B (numpy's matmul rules, batch dims broadcast) through cblas ?gemm: one
     call per batch element, operands read in place when one of their last two dims has
     unit stride (a transpose is BLAS's trans flag)."""
@@ -131,9 +145,8 @@ class MatmulCall:
     ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 
     def __init__(self, a, b, out):
+        super().__init__({a.buffer, b.buffer}, {out.buffer}, ())
         self.a, self.b, self.out = a, b, out
-        self.layouts = [a, b, out]
-        self.reads, self.writes = {a.buffer, b.buffer}, {out.buffer}
         self.dtype = np.dtype(out.dtype)
 
     @classmethod
@@ -157,7 +170,8 @@ class MatmulCall:
         return tuple(shape[-2:]), tuple(strides[-2:]), tuple(shape[:-2]), \
             tuple(strides[:-2])
 
-    def emit(self, b, module, data, fn=None):
+    def emit(self, entry):
+        b, module = entry.b, entry.module
         (m, k), a_st, a_batch, a_bst = self._matrix(self.a, 0)
         (_, n), b_st, b_batch, b_bst = self._matrix(self.b, 1)
         batch = np.broadcast_shapes(a_batch, b_batch)
@@ -171,7 +185,7 @@ class MatmulCall:
         gemm = _declare(module, name, ir.VoidType(),
                         [I32, I32, I32, I64, I64, I64, elem, PTR, I64, PTR, I64, elem,
                          PTR, I64])
-        a_ptr, b_ptr, c_ptr = (_pointer(b, data, x) for x in (self.a, self.b, self.out))
+        a_ptr, b_ptr, c_ptr = (entry.pointer(x) for x in (self.a, self.b, self.out))
 
         def one(index):
             offsets = _batch_offsets(b, index, batch, (a_bst, b_bst, c_bst))
@@ -223,15 +237,16 @@ def _batch_offsets(b, index, batch, all_strides):
     return offsets
 
 
-def emit_segment(module, name, calls, kernel_fns):
+def emit_segment(module, name, calls, vector_bytes):
     """The entry function `name(list_of_arrays)` running `calls` in order."""
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name=name)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     items = b.load(b.gep(fn.args[0], [ir.Constant(I64, runtime.list_items_offset())],
                          source_etype=ir.IntType(8)), typ=PTR)
-    data = _data_pointers(b, items, {x.buffer for call in calls for x in call.layouts})
+    data = _data_pointers(b, items, set().union(*(call.buffers for call in calls)))
+    entry = Entry(b, module, data, vector_bytes)
     for call in calls:
-        call.emit(b, module, data, kernel_fns.get(id(call)))
+        call.emit(entry)
     b.ret_void()
     return fn
 
@@ -290,23 +305,23 @@ def _trampoline(module, kernel_fn, n_ptrs):
     return fn
 
 
-class CopyCall:
+class CopyCall(NativeCall):
     """Element moves with index tables (cat, gathers, scatters, copying reshapes): for
     each source, dst[dst_index[i]] = src[src_index[i]] (or += when `accumulate`), after
     filling dst with zeros when some of its elements come from no source. The tables
     are int64 constant buffers of element offsets, made when the plan was made."""
 
     def __init__(self, sources, dst, dtype, fill, accumulate):
+        tables = {buf for source in sources for buf in source[1:3]}
+        super().__init__({s[0] for s in sources}, {dst.buffer}, tables)
         self.sources = sources  # [(src buffer, src table buffer, dst table buffer, n)]
         self.dst, self.dtype = dst, np.dtype(dtype)
         self.fill, self.accumulate = fill, accumulate
-        self.layouts = [Layout(buf, 0, (), (), None) for source in sources
-                        for buf in source[:3]] + [dst]
-        self.reads, self.writes = {s[0] for s in sources}, {dst.buffer}
 
-    def emit(self, b, module, data, fn=None):
+    def emit(self, entry):
+        b, data = entry.b, entry.data
         elem = _elem(self.dtype)
-        dst = _pointer(b, data, self.dst)
+        dst = entry.pointer(self.dst)
         if self.fill:
             _fill(b, dst, elem, int(np.prod(self.dst.shape)), 0.0)
         for src_buf, src_table, dst_table, n in self.sources:
@@ -321,13 +336,3 @@ class CopyCall:
                     value = b.fadd(b.load(address, typ=elem), value)
                 b.store(value, address)
             for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, n), 1, move)
-
-
-def element_offsets(layout):
-    """Each element's offset in its buffer, in row-major (logical) order."""
-    offsets = np.full(layout.shape, layout.offset, np.int64)
-    for d, (n, s) in enumerate(zip(layout.shape, layout.strides)):
-        shape = [1] * len(layout.shape)
-        shape[d] = n
-        offsets = offsets + (np.arange(n, dtype=np.int64) * s).reshape(shape)
-    return offsets.reshape(-1)

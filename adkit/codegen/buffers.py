@@ -1,0 +1,117 @@
+"""Where a compiled graph's values live: the buffer list a plan runs on, and Layouts.
+
+Owns: `Buffer` and one subclass per way a buffer gets its array (an input, a constant, a
+reused intermediate, a graph result, a numpy step's published value), `Layout` (a value
+as a buffer, an element offset and element strides) and the stride helpers. Does not:
+decide which values get buffers (plan.py), emit code (program.py) or run (jit.py).
+Native code sees buffers only by index: entry functions read the data pointers of a
+Python list of arrays, one per Buffer, that jit.py fills per call.
+"""
+from collections import namedtuple
+
+import numpy as np
+
+# A value in memory: buffer index, element offset of its first element, shape, element
+# strides (0 where broadcast, negative where flipped), numpy dtype.
+Layout = namedtuple("Layout", ("buffer", "offset", "shape", "strides", "dtype"))
+
+
+def contiguous_strides(shape):
+    """Element strides of a C-ordered array of `shape`."""
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return tuple(strides[::-1])
+
+
+def contiguous(buffer, shape, dtype):
+    """The Layout of a whole C-ordered buffer."""
+    shape = tuple(shape)
+    return Layout(buffer, 0, shape, contiguous_strides(shape), np.dtype(dtype))
+
+
+def broadcast_strides(layout, shape):
+    """Element strides for reading `layout` at the indices of `shape` (broadcasting)."""
+    lead = len(shape) - len(layout.shape)
+    return (0,) * lead + tuple(0 if n == 1 and m != 1 else s for n, m, s in zip(
+        layout.shape, shape[lead:], layout.strides))
+
+
+def element_offsets(layout):
+    """Each element's offset in its buffer, in row-major (logical) order."""
+    offsets = np.full(layout.shape, layout.offset, np.int64)
+    for d, (n, s) in enumerate(zip(layout.shape, layout.strides)):
+        shape = [1] * len(layout.shape)
+        shape[d] = n
+        offsets = offsets + (np.arange(n, dtype=np.int64) * s).reshape(shape)
+    return offsets.reshape(-1)
+
+
+class Buffer:
+    """Entry `index` of the buffer list: an array of `shape` and `dtype`. Subclasses say
+    where the array comes from; this base is for arrays each call supplies."""
+
+    reused = False  # whether its memory is this thread's, kept between calls
+
+    def __init__(self, index, shape, dtype):
+        self.index, self.shape, self.dtype = index, tuple(shape), np.dtype(dtype)
+
+    @property
+    def nbytes(self):
+        return max(1, int(np.prod(self.shape)) * self.dtype.itemsize)
+
+    def template(self, blocks):
+        """Its array in a thread's reusable buffer list (`blocks`: the shared memory
+        blocks), or None when each call puts one in."""
+        return None
+
+    def __repr__(self):
+        return f"<{type(self).__name__} {self.index}: {self.dtype.name}{list(self.shape)}>"
+
+
+class InputBuffer(Buffer):
+    """Flat input `position`: each call puts in the caller's array (C-contiguous and
+    aligned, else a contiguous copy)."""
+
+    def __init__(self, index, shape, dtype, position):
+        super().__init__(index, shape, dtype)
+        self.position = position
+
+
+class ConstantBuffer(Buffer):
+    """An array fixed when the plan is made: a graph constant or an index table."""
+
+    def __init__(self, index, array):
+        super().__init__(index, array.shape, array.dtype)
+        self.array = array
+
+    def template(self, blocks):
+        return self.array
+
+
+class TempBuffer(Buffer):
+    """An intermediate made by native code, kept between calls on each thread. `block`
+    is the shared memory block it is a view of (its lifetime overlaps no other user of
+    the block; see Planner.share_buffers), or None for memory of its own."""
+
+    reused = True
+
+    def __init__(self, index, shape, dtype):
+        super().__init__(index, shape, dtype)
+        self.block = None
+
+    def template(self, blocks):
+        if self.block is None:
+            return np.empty(self.shape, self.dtype)
+        return np.ndarray(self.shape, self.dtype, buffer=blocks[self.block])
+
+
+class ResultBuffer(Buffer):
+    """A graph output made by native code: fresh memory per call (jit.py recycles a
+    large one once the caller has let go of it)."""
+
+
+class PublishedBuffer(Buffer):
+    """The result of a numpy step that native code reads: that step puts it in each
+    call (C-contiguous, checked against the traced shape and dtype)."""

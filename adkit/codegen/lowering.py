@@ -1,0 +1,292 @@
+"""How one graph node becomes native code: the lowering rules the planner tries in turn.
+
+Owns: `RULES`, each `rule(planner, n)` returning the node's NativeCalls, or None when it
+does not apply: a fused kernel (`fused_kernel`, with `kernel_for`), BLAS (`gemm`),
+strided copy loops (`copy_loops`) and copies by index tables (`moves`); and `views`
+(the Layouts of a view's results, which cost no call). What an op allows is said by its
+class (`native_gemm`, `native_view`, `native_copy`, `native_moves`, `native_reduction`:
+see adkit/ops/_families.py), so no rule names an op. Does not: place values or order
+steps (plan.py), or emit code (program.py, kernels.py).
+"""
+import numpy as np
+
+from ..ir import passes, rules
+from ..ir.passes.fuse import contraction, reduction_dims
+from . import buffers, kernels, program
+from .buffers import Layout, broadcast_strides, contiguous_strides
+from .kernels import In, Tmp
+
+# ops that only move elements are copied with index tables (two int64 per element
+# moved), so only up to this many elements
+MOVE_MAX_ELEMENTS = 1 << 20
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def fused_kernel(planner, n):
+    """A FusedKernel node: its sub-graph as one kernel."""
+    graph = planner.graph
+    if graph.nx.nodes[n]["op"] is not passes.FusedKernel:
+        return None
+    ins = [planner.layout((u, out)) for _, u, out in graph.args_of(n)]
+    kernel, scales, ins = kernel_for(graph, n, planner.kernel_name(), ins)
+    outs = [planner.result(n, i) for i in range(len(graph.specs_of(n)))]
+    return [planner.kernel_call(kernel, ins, outs, scales)]
+
+
+def gemm(planner, n):
+    """A matrix product of two float operands of its dtype (its class says
+    `native_gemm`) that BLAS can read in place: one MatmulCall."""
+    graph = planner.graph
+    data = graph.nx.nodes[n]
+    if not getattr(data["op"], "native_gemm", False):
+        return None
+    args = graph.args_of(n)
+    arg_specs = [graph.specs_of(u)[out] for _, u, out in args]
+    spec = data["specs"][0]
+    if len(arg_specs) != 2 or spec.dtype.np.kind != "f" or \
+            any(s.dtype != spec.dtype for s in arg_specs):
+        return None
+    a, b = (planner.layout((u, out)) for _, u, out in args)
+    out = buffers.contiguous(None, spec.shape, spec.dtype.np)
+    if a is None or b is None or not program.MatmulCall.plan(a, b, out):
+        return None
+    return [program.MatmulCall(a, b, planner.result(n, 0))]
+
+
+def views(planner, n):
+    """The Layouts of a view op's results in its input's buffer (its class's
+    `native_view` run on a probe array laid out like the input, the offsets and strides
+    numpy chose read off), or None: the op is no view, numpy copies (reshaping a
+    transpose) or the value is empty."""
+    graph = planner.graph
+    data = graph.nx.nodes[n]
+    op, args = data["op"], graph.args_of(n)
+    hook = getattr(op, "native_view", None)
+    if hook is None or not op.is_view or len(args) != 1:
+        return None
+    (pos, u, out), = args
+    layout = planner.layout((u, out))
+    if layout is None or 0 in layout.shape or any(s < 0 for s in layout.strides):
+        return None
+    dtype = np.dtype(layout.dtype)
+    extent = layout.offset + 1 + sum((k - 1) * s for k, s in zip(layout.shape,
+                                                                 layout.strides))
+    memory = np.empty(extent, dtype)
+    probe = np.ndarray(layout.shape, dtype, buffer=memory, offset=layout.offset *
+                       dtype.itemsize, strides=tuple(s * dtype.itemsize
+                                                     for s in layout.strides))
+    try:
+        result = hook(*rules.join_args(op, {pos: probe}, data["params"]))
+    except Exception:
+        return None
+    if result is None:
+        return None
+    results = list(result) if isinstance(result, (tuple, list)) else [result]
+    found = [_view_of(memory, r, spec, layout.buffer)
+             for r, spec in zip(results, data["specs"])]
+    if len(found) != len(data["specs"]) or None in found:
+        return None
+    return found
+
+
+def _view_of(memory, r, spec, buffer):
+    """The Layout of numpy view `r` of `memory` (in `buffer`), or None when it is not one
+    of spec's shape."""
+    dtype = memory.dtype
+    if not isinstance(r, np.ndarray) or _root(r) is not memory or r.dtype != dtype \
+            or r.shape != tuple(spec.shape):
+        return None
+    offset, rest = divmod(r.__array_interface__["data"][0] -
+                          memory.__array_interface__["data"][0], dtype.itemsize)
+    if rest or any(s % dtype.itemsize or s < 0 for s in r.strides):
+        return None
+    return Layout(buffer, offset, r.shape, tuple(s // dtype.itemsize for s in r.strides),
+                  dtype)
+
+
+def _root(array):
+    """The array that owns the memory `array` views."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
+
+
+def copy_loops(planner, n):
+    """Strided copy loops (kernels without steps) for an op whose class's `native_copy`
+    says how its result's elements come from its inputs in orders strides describe
+    (clone, a reshape that must copy, flip, cat); None for other nodes."""
+    graph = planner.graph
+    data = graph.nx.nodes[n]
+    op, spec = data["op"], data["specs"][0]
+    hook = getattr(op, "native_copy", None)
+    if hook is None or len(data["specs"]) != 1 or spec.dtype.np not in FLOATS:
+        return None
+    layouts = [planner.layout((u, out)) for _, u, out in graph.args_of(n)]
+    if not layouts or any(x is None or x.dtype != spec.dtype.np for x in layouts):
+        return None
+    pieces = hook(data["params"], layouts, tuple(spec.shape))
+    if pieces is None:
+        return None
+    out = planner.result(n, 0)
+    calls = []
+    for read, offset, strides in pieces:
+        kernel = _copy_kernel(planner.kernel_name(), read, strides)
+        calls.append(planner.kernel_call(kernel, [read],
+                                         [out._replace(offset=offset, shape=read.shape)]))
+    return calls
+
+
+def _copy_kernel(name, layout, out_strides):
+    """A kernel with no steps: `layout`'s elements, in its own order, to out_strides."""
+    out = kernels.Output(In(0), out_strides, None)
+    return kernels.Kernel(name, layout.dtype, layout.shape, [layout.strides], [], [out])
+
+
+def moves(planner, n):
+    """A CopyCall for an op whose class's `native_moves` finds where each result element
+    comes from (cat, x[index], the scatter of index's gradient): its inputs' elements
+    are numbered, the tables turned into element offsets (constant buffers)."""
+    graph = planner.graph
+    data = graph.nx.nodes[n]
+    op, spec = data["op"], data["specs"][0]
+    hook = getattr(op, "native_moves", None)
+    if hook is None or len(data["specs"]) != 1 or spec.dtype.np not in FLOATS:
+        return None
+    args = graph.args_of(n)
+    layouts = [planner.layout((u, out)) for _, u, out in args]
+    if any(x is None or x.dtype != spec.dtype.np or 0 in x.shape for x in layouts) \
+            or 0 in spec.shape:
+        return None
+    size = int(np.prod(spec.shape))
+    counts = [int(np.prod(x.shape)) for x in layouts]
+    if size + sum(counts) > MOVE_MAX_ELEMENTS:
+        return None  # its index tables would cost more memory than numpy's copy
+    probes, start = {}, 1
+    for (pos, _, _), layout, count in zip(args, layouts, counts):
+        probes[pos] = np.arange(start, start + count, dtype=np.float64).reshape(
+            layout.shape)
+        start += count
+    try:
+        moved = hook(tuple(spec.shape), *rules.join_args(op, probes, data["params"]))
+    except Exception:
+        return None
+    if moved is None:
+        return None
+    numbers, dst, accumulate = moved
+    out = planner.result(n, 0)
+    sources, start = [], 1
+    for layout, count in zip(layouts, counts):  # one table per input
+        mine = (numbers >= start) & (numbers < start + count)
+        offsets = buffers.element_offsets(layout)[numbers[mine] - start]
+        sources.append((layout.buffer, planner.constant(np.ascontiguousarray(offsets)),
+                        planner.constant(np.ascontiguousarray(dst[mine], dtype=np.int64)),
+                        int(mine.sum())))
+        start += count
+    fill = accumulate or len(dst) < size  # zeros first where no input gives an element
+    return [program.CopyCall(sources, out, spec.dtype.np, fill, accumulate)]
+
+
+RULES = (fused_kernel, gemm, copy_loops, moves)  # tried in order, after views
+
+
+def kernel_for(graph, n, name, in_layouts):
+    """The Kernel of FusedKernel node n reading `in_layouts`: the sub-graph's
+    elementwise ops as steps, its reductions as combining outputs (their class's
+    `native_reduction`), its matmuls as Contractions (each operand once more as an
+    input, with strides that place a row or a column at each iteration point); and
+    {output: scale} for means (`averages`), and the layouts of the kernel's inputs
+    (in_layouts, then the matmul operands')."""
+    sub = graph.nx.nodes[n]["params"]["graph"]
+    index = {i: k for k, i in enumerate(sub.inputs)}
+    steps, position, reduced = [], {}, {}
+    members = [m for m in sub.op_nodes if reduction_dims(sub, m) is None]
+    if members:
+        shape = tuple(sub.specs_of(members[0])[0].shape)
+    else:
+        shape = tuple(sub.specs_of(sub.args_of(sub.op_nodes[0])[0][1])[0].shape)
+    layouts = list(in_layouts)
+    strides = [broadcast_strides(layout, shape) for layout in in_layouts]
+    read_in_place = set()  # inputs an elementwise step reads at the iteration point
+
+    def ref(u):
+        if u in index:
+            read_in_place.add(index[u])
+            return In(index[u])
+        return Tmp(position[u])
+    for m in sub.op_nodes:
+        dims = reduction_dims(sub, m)
+        if dims is not None:
+            reduced[m] = dims
+            continue
+        position[m] = len(steps)
+        steps.append(_step(sub, m, ref, layouts, strides, in_layouts, index, shape))
+    outputs, scales = _outputs(sub, reduced, shape, ref)
+    for k in range(len(in_layouts)):  # read only by matmuls: no strides to honour
+        if k not in read_in_place:
+            strides[k] = (0,) * len(shape)
+    floats = {spec.dtype.np for m in sub.nx.nodes for spec in sub.specs_of(m)} - {
+        np.dtype(np.bool_)}
+    dtype, = floats  # fuse groups ops of one float dtype (and bools)
+    kernel = kernels.Kernel(name, dtype, shape, strides, steps, outputs,
+                            [layout.dtype for layout in layouts])
+    return kernel, scales, layouts
+
+
+def _step(sub, m, ref, layouts, strides, in_layouts, index, shape):
+    """Kernel step of sub-graph node m: a Contraction for an inline matmul (its operands
+    added as inputs), else a Step of its op."""
+    k = contraction(sub, m)
+    if k is not None:
+        (_, a, _), (_, b, _) = sub.args_of(m)
+        a_ref, a_k = _operand(layouts, strides, in_layouts[index[a]], shape, 0)
+        b_ref, b_k = _operand(layouts, strides, in_layouts[index[b]], shape, 1)
+        return kernels.Contraction(a_ref, b_ref, k, a_k, b_k)
+    args = []
+    for pos, u, _ in sub.args_of(m):
+        while len(args) < pos:
+            args.append(None)
+        args.append(ref(u))
+    md = sub.nx.nodes[m]
+    return kernels.Step(md["op"], args, md["params"])
+
+
+def _outputs(sub, reduced, shape, ref):
+    """The kernel's Outputs for the sub-graph's outputs, and {output: scale} for means.
+    A reduction node m over dims reduced[m] is an output with stride 0 along them,
+    combined by its op's native_reduction; a mean (its op `averages`) scales the sums
+    by 1/count afterwards."""
+    outputs, scales = [], {}
+    for k, o in enumerate(sub.outputs):
+        m = sub.args_of(o)[0][1]
+        if m not in reduced:
+            dtype = sub.specs_of(m)[0].dtype.np
+            outputs.append(kernels.Output(ref(m), contiguous_strides(shape), None,
+                                          dtype if dtype == np.bool_ else None))
+            continue
+        dims, op = reduced[m], sub.nx.nodes[m]["op"]
+        kept = iter(contiguous_strides([n for d, n in enumerate(shape) if d not in dims]))
+        out_strides = tuple(0 if d in dims else next(kept) for d in range(len(shape)))
+        outputs.append(kernels.Output(ref(sub.args_of(m)[0][1]), out_strides,
+                                      op.native_reduction))
+        if getattr(op, "averages", False):
+            with np.errstate(divide="ignore"):
+                scales[k] = float(np.float64(1.0) / np.prod([shape[d] for d in dims]))
+    return outputs, scales
+
+
+def _operand(layouts, strides, layout, shape, which):
+    """Add matmul operand `layout` (which: 0 left, 1 right) as a kernel input read at
+    iteration points of `shape` = (..., M, N): In(k) and its stride along K."""
+    batch = len(shape) - 2
+    lead = batch - (len(layout.shape) - 2)
+    batch_strides = (0,) * lead + tuple(
+        0 if k == 1 and m != 1 else s
+        for k, m, s in zip(layout.shape[:-2], shape[lead:batch], layout.strides[:-2]))
+    row, col = layout.strides[-2:]
+    if which == 0:  # A[..., i, kk]: moves with i (the row), not with j
+        point, along_k = (row if layout.shape[-2] != 1 else 0, 0), col
+    else:  # B[..., kk, j]: moves with j (the column), not with i
+        point, along_k = (0, col if layout.shape[-1] != 1 else 0), row
+    layouts.append(layout)
+    strides.append(batch_strides + point)
+    return In(len(layouts) - 1), along_k

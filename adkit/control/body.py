@@ -20,7 +20,7 @@ from .. import _dispatch
 from .._pytree import tree_flatten, tree_unflatten
 from ..autograd.grad_mode import no_grad
 from ..ir import rules
-from ..ir.evaluate import run
+from ..ir.evaluate import array_runner
 from ..ir.graph import Graph
 from ..ir.trace import TracerTensor, TracingInterpreter
 from ..tensor import Tensor, _make
@@ -113,8 +113,13 @@ def _number_inputs(graph, n_captured):
 def run_body(graph, tensors):
     """The body graph on tensors, with no interpreters and no autograd (how a loop's
     forward evaluates it per step)."""
-    with _dispatch.no_interpreters(), no_grad():
-        return run(graph, list(tensors))
+    return arrays_to_tensors(run_arrays(graph, [t._data for t in tensors]))
+
+
+def run_arrays(graph, arrays):
+    """The body graph on numpy arrays (a list of arrays, one per output), by the graph's
+    cached step list (no graph walk per step)."""
+    return array_runner(graph)(arrays)
 
 
 def arrays_to_tensors(arrays):

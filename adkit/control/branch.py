@@ -21,7 +21,8 @@ from ..ops._families import ArrayFunction
 from ..tensor import Tensor, tensor
 from ._common import (Plan, as_tensor_leaves, describe_tree, is_float, materialize, spec,
                       use_op_path)
-from .body import arrays_to_tensors, run_body, trace_body
+from ..ir.evaluate import array_runner
+from .body import trace_body
 from .derive import call, graph_of, jvp_parts, split, vjp_parts, vmap_graph
 
 
@@ -48,8 +49,7 @@ class Switch(ArrayFunction):
     @staticmethod
     def forward(plan, index, *arrays):
         chosen = int(np.clip(int(index), 0, len(plan.branches) - 1))
-        outs = run_body(plan.branches[chosen], arrays_to_tensors(arrays))
-        return tuple(o._data for o in outs)
+        return tuple(np.asarray(o) for o in array_runner(plan.branches[chosen])(list(arrays)))
 
     @staticmethod
     def infer(plan, index, *arrays):

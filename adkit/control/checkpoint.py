@@ -16,7 +16,7 @@ import numpy as np
 
 from ..ops._families import ArrayFunction
 from . import revolve
-from .body import arrays_to_tensors, run_body
+from ..ir.evaluate import array_runner
 from .derive import split
 
 LAST_RUN = {"forward_steps": 0, "stored_carries": 0, "reversed_steps": 0}
@@ -44,28 +44,27 @@ class ScanCheckpointGrad(ArrayFunction):
     @staticmethod
     def forward(plan, back, *arrays):
         nc, nk, nx, ny = plan.n_consts, plan.n_carry, plan.n_xs, plan.n_ys
-        consts, init, xs, ct, ct_ys = split(arrays_to_tensors(arrays), [nc, nk, nx, nk, ny])
+        consts, init, xs, ct, ct_ys = split(list(arrays), [nc, nk, nx, nk, ny])
         order = list(plan.steps())  # chain step k reads xs at index order[k]
+        body, back_body = array_runner(plan.body), array_runner(back)
 
         def step(k, carry):
-            x = [x[order[k]] for x in xs]
-            return run_body(plan.body, consts + carry + x)[:nk]
-        acc = [np.zeros_like(c._data) for c in consts]
-        g_xs = [np.zeros_like(x._data) for x in xs]
+            return body(consts + carry + [x[order[k]] for x in xs])[:nk]
+        acc = [np.zeros_like(c) for c in consts]
+        g_xs = [np.zeros_like(x) for x in xs]
 
         def turn(k, carry, ct):
             nonlocal acc
             i = order[k]
-            outs = run_body(back, consts + ct + arrays_to_tensors(acc) + carry +
-                            [x[i] for x in xs] + [y[i] for y in ct_ys])
-            ct, acc_new, g_x = split(outs, [nk, nc, nx])
-            acc = [a._data for a in acc_new]
+            outs = back_body(consts + ct + acc + carry + [x[i] for x in xs] +
+                             [y[i] for y in ct_ys])
+            ct, acc, g_x = split(outs, [nk, nc, nx])
             for g, gi in zip(g_xs, g_x):
-                g[i] = gi._data
+                g[i] = gi
             return ct
         ct = walk_schedule(plan.length, snapshots(plan.checkpoint, plan.length), init, ct,
                            step, turn)
-        return tuple(acc + [c._data for c in ct] + g_xs)
+        return tuple([np.asarray(a) for a in acc + ct] + g_xs)
 
     @staticmethod
     def infer(plan, back, *arrays):

@@ -23,7 +23,8 @@ from ..ops._families import ArrayFunction
 from ..tensor import Tensor, _make, tensor
 from ._common import (Plan, as_tensor_leaves, check_same_specs, is_float, materialize, spec,
                       use_op_path)
-from .body import arrays_to_tensors, run_body, trace_body
+from ..ir.evaluate import array_runner
+from .body import trace_body
 from .checkpoint import snapshots, walk_schedule
 from .derive import call, graph_of, jvp_parts, split, vjp_parts, vmap_graph
 from .scan import scan
@@ -64,21 +65,19 @@ class WhilePlan(Plan):
 
     def trip_count(self, cond_consts, body_consts, carry):
         n = 0
-        while _truth(run_body(self.cond, cond_consts + carry)[0]):
-            carry, n = run_body(self.body, body_consts + carry), n + 1
+        cond, body = array_runner(self.cond), array_runner(self.body)
+        while bool(cond(cond_consts + carry)[0]):
+            carry, n = body(body_consts + carry), n + 1
         return n
 
     def carries(self, cond_consts, body_consts, carry):
         """The carries entering each step, then the final carry (eagerly, on tensors)."""
         seen = []
-        while _truth(run_body(self.cond, cond_consts + carry)[0]):
+        cond, body = array_runner(self.cond), array_runner(self.body)
+        while bool(cond(cond_consts + carry)[0]):
             seen.append(carry)
-            carry = run_body(self.body, body_consts + carry)
+            carry = body(body_consts + carry)
         return seen, carry
-
-
-def _truth(pred):
-    return bool(pred._data)
 
 
 class While(ArrayFunction):
@@ -89,10 +88,10 @@ class While(ArrayFunction):
 
     @staticmethod
     def forward(plan, *arrays):
-        cc, bc, carry = split(arrays_to_tensors(arrays),
+        cc, bc, carry = split(list(arrays),
                               [plan.n_cond_consts, plan.n_body_consts, plan.n_carry])
         _, final = plan.carries(cc, bc, carry)
-        return tuple(c._data for c in final)
+        return tuple(np.asarray(c) for c in final)
 
     @staticmethod
     def infer(plan, *arrays):
@@ -140,13 +139,14 @@ class WhileGrad(ArrayFunction):
     @staticmethod
     def forward(plan, back, *arrays):
         nq, nb, nk = plan.n_cond_consts, plan.n_body_consts, plan.n_carry
-        cc, bc, init, ct = split(arrays_to_tensors(arrays), [nq, nb, nk, nk])
-        g_bc = [np.zeros_like(c._data) for c in bc]
+        cc, bc, init, ct = split(list(arrays), [nq, nb, nk, nk])
+        g_bc = [np.zeros_like(c) for c in bc]
+        back_body, body = array_runner(back), array_runner(plan.body)
 
         def turn(_k, carry, ct):
             nonlocal g_bc
-            outs = run_body(back, bc + carry + ct)
-            g_bc = [a + g._data for a, g in zip(g_bc, outs[nk:])]
+            outs = back_body(bc + carry + ct)
+            g_bc = [a + g for a, g in zip(g_bc, outs[nk:])]
             return outs[:nk]
         if plan.checkpoint is None:  # keep every carry
             seen, _ = plan.carries(cc, bc, init)
@@ -155,9 +155,9 @@ class WhileGrad(ArrayFunction):
         else:  # count the trips, then reverse them on the Revolve schedule
             n = plan.trip_count(cc, bc, init)
             ct = walk_schedule(n, snapshots(plan.checkpoint, max(n, 1)), init, ct,
-                               lambda _k, carry: run_body(plan.body, bc + carry), turn)
-        g_cc = [np.zeros_like(c._data) for c in cc]
-        return tuple(g_cc + g_bc + [c._data for c in ct])
+                               lambda _k, carry: body(bc + carry), turn)
+        g_cc = [np.zeros_like(c) for c in cc]
+        return tuple(np.asarray(a) for a in g_cc + g_bc + ct)
 
     @staticmethod
     def infer(plan, back, *arrays):

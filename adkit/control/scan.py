@@ -22,7 +22,8 @@ from ..ops._families import ArrayFunction
 from ..ops.join import Stack
 from ._common import (Plan, as_tensor_leaves, check_same_specs, is_float, materialize,
                       spec, use_op_path, zeros_of)
-from .body import arrays_to_tensors, is_tensor, run_body, trace_body
+from ..ir.evaluate import array_runner
+from .body import is_tensor, trace_body
 from .checkpoint import ScanCheckpointGrad, snapshots
 from .derive import call, graph_of, jvp_parts, split, vjp_parts, vmap_graph
 
@@ -86,20 +87,20 @@ class Scan(ArrayFunction):
 
     @staticmethod
     def forward(plan, *arrays):
-        consts, carry, xs = split(arrays_to_tensors(arrays),
-                                  [plan.n_consts, plan.n_carry, plan.n_xs])
+        consts, carry, xs = split(list(arrays), [plan.n_consts, plan.n_carry, plan.n_xs])
+        body = array_runner(plan.body)
         ys, hist = [[] for _ in range(plan.n_ys)], [[] for _ in range(plan.n_carry)]
         for i in plan.steps():
             if plan.history:
                 for h, c in zip(hist, carry):
-                    h.append(c._data)
-            outs = run_body(plan.body, consts + carry + [x[i] for x in xs])
+                    h.append(c)
+            outs = body(consts + carry + [x[i] for x in xs])
             carry = outs[:plan.n_carry]
             for y, o in zip(ys, outs[plan.n_carry:]):
-                y.append(o._data)
+                y.append(o)
         specs = plan.output_specs()[plan.n_carry:]
         stacked = [_stack(v, s, plan.reverse) for v, s in zip(ys + hist, specs)]
-        return tuple([c._data for c in carry] + stacked)
+        return tuple([np.asarray(c) for c in carry] + stacked)
 
     @staticmethod
     def infer(plan, *arrays):

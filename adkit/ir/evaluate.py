@@ -1,14 +1,19 @@
 """Evaluating a Graph: `graph(*args)`.
 
-Owns: calling a graph with tensors or arrays (checked against the traced signature) and
-the node-by-node interpreter. Every op node runs through `op.apply`, so evaluating under
+Owns: calling a graph with tensors or arrays (checked against the traced signature), the
+node-by-node interpreter, and `array_runner` (a graph made into a cached list of steps
+on arrays, for loop bodies run many times). Every op node runs through `op.apply`, so evaluating under
 autograd records a differentiable tape, and under another interpreter (tracing, a
 transform) it is that interpreter's business: one loop for all uses (Autodidax's point).
 Errors name the node: its printed line and the user source line that made it.
 """
+import weakref
+
 import numpy as np
 
+from .. import _dispatch
 from .._pytree import tree_flatten, tree_unflatten
+from ..autograd.grad_mode import no_grad
 from ..tensor import Tensor, _make
 from . import printing, rules
 
@@ -117,3 +122,85 @@ def _broadcast(value, spec):
     if isinstance(value, Tensor) and value._data.shape != tuple(spec.shape):
         return _make(np.broadcast_to(value._data, tuple(spec.shape)))
     return value
+
+
+def array_runner(graph):
+    """graph as a function of numpy arrays (inputs in order) returning a list of arrays
+    (outputs in order), built once per Graph object and cached: for loops, which run a
+    body many times. Runs without interpreters or autograd."""
+    runner = _RUNNERS.get(graph)
+    if runner is None:
+        runner = _RUNNERS[graph] = ArrayRunner(graph)
+    return runner
+
+
+_RUNNERS = weakref.WeakKeyDictionary()
+
+
+class ArrayRunner:
+    """A graph made into a list of steps once, so that a loop runs its body without
+    walking the graph each step: built-in ops call their numpy forward on arrays; other
+    ops (user Functions, in-place writes) go through `apply` on tensors."""
+
+    def __init__(self, graph):
+        slot = {}
+        for n in graph.inputs:
+            slot[(n, 0)] = graph.nx.nodes[n]["index"]
+        self.n_inputs, self.values, self.steps = len(graph.inputs), [], []
+        for n in graph.topo_order():
+            data = graph.nx.nodes[n]
+            if data["kind"] == "const":
+                slot[(n, 0)] = self.n_inputs + len(self.values)
+                self.values.append(data["value"])
+            elif data["kind"] == "op":
+                self.steps.append(_Step(graph, n, data))
+        self._slots(graph, slot)
+
+    def _slots(self, graph, slot):
+        """Number every op output after the inputs and consts."""
+        k = self.n_inputs + len(self.values)
+        for step in self.steps:
+            step.first = k
+            for i in range(step.n_out):
+                slot[(step.node, i)] = k + i
+            k += step.n_out
+        for step in self.steps:
+            step.sources = {pos: slot[key] for pos, key in step.arg_keys.items()}
+        self.outputs = [slot[(u, out)] for n in graph.outputs
+                        for _, u, out in graph.args_of(n)]
+        self.size = k
+
+    def __call__(self, arrays):
+        env = list(arrays) + self.values + [None] * (self.size - self.n_inputs -
+                                                     len(self.values))
+        for step in self.steps:
+            step.run(env)
+        return [env[i] for i in self.outputs]
+
+
+class _Step:
+    """One op node: its forward on the env's arrays, its results into the env."""
+
+    def __init__(self, graph, n, data):
+        self.node, self.op = n, data["op"]
+        self.n_out = len(data["specs"])
+        self.arg_keys = {pos: (u, out) for pos, u, out in graph.args_of(n)}
+        self.template = rules.join_args(self.op, dict.fromkeys(self.arg_keys),
+                                        data["params"])
+        self.direct = getattr(self.op, "_arrays_in", False) and self.op.modifies is None
+
+    def run(self, env):
+        call = list(self.template)
+        for pos, k in self.sources.items():
+            call[pos] = env[k]
+        if self.direct:
+            raw = self.op.forward(*call)
+            outs = raw if isinstance(raw, (tuple, list)) else (raw,)
+            outs = [np.asarray(o) for o in outs]
+        else:
+            tensors = [_make(np.asarray(c)) if k in self.sources else c
+                       for k, c in enumerate(call)]
+            with _dispatch.no_interpreters(), no_grad():
+                result = self.op.apply(*tensors)
+            outs = [r._data for r in (result if isinstance(result, tuple) else (result,))]
+        env[self.first:self.first + self.n_out] = outs

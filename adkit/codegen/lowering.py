@@ -60,9 +60,12 @@ def views(planner, n):
     transpose) or the value is empty."""
     graph = planner.graph
     data = graph.nx.nodes[n]
-    op, args = data["op"], graph.args_of(n)
+    op = data["op"]
     hook = getattr(op, "native_view", None)
-    if hook is None or not op.is_view or len(args) != 1:
+    if hook is None or not op.is_view:
+        return None
+    args = graph.args_of(n)
+    if len(args) != 1:
         return None
     (pos, u, out), = args
     layout = planner.layout((u, out))

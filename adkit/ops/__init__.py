@@ -2,8 +2,10 @@
 class's `public_name`/`variants`/`aliases` (and `@public` functions), plus the Python
 operators. The one place Tensor methods are bound.
 
-Owns: the public op namespace (`OPS`: name -> callable) and Tensor's op methods.
-Does not: define math (each family module does).
+Owns: the public op namespace (`OPS`: name -> callable), Tensor's op methods, and
+`with_rule` (the op classes that have a rule, e.g. `native_reduction`: how passes and
+codegen derive their tables from the ops' own classes). Does not: define math (each
+family module does).
 """
 import inspect
 
@@ -20,7 +22,8 @@ MODULES = (unary, binary, comparison, reduction, linalg, shape, join, indexing, 
 FUNCTIONS = {}  # public name -> callable (ak.NAME)
 METHODS = {}  # public name -> callable taking the tensor first (Tensor.NAME)
 PROPERTIES = {}  # public name -> callable taking the tensor (Tensor.NAME, a property)
-CLASSES = []  # every built-in Function class, for tests and introspection
+CLASSES = []  # every built-in Function class with a public name, for tests and introspection
+ALL_CLASSES = []  # every built-in Function class, those without a public name too
 
 
 def _public_callable(cls):
@@ -42,7 +45,10 @@ def _collect():
     for module in MODULES:
         for obj in vars(module).values():
             if inspect.isclass(obj) and issubclass(obj, ArrayFunction) and \
-                    obj.__module__ == module.__name__ and obj.public_name:
+                    obj.__module__ == module.__name__:
+                ALL_CLASSES.append(obj)
+                if not obj.public_name:
+                    continue
                 CLASSES.append(obj)
                 fn = _public_callable(obj)
                 for name in (obj.public_name,) + tuple(obj.aliases):
@@ -50,6 +56,13 @@ def _collect():
             elif callable(obj) and hasattr(obj, "public") and \
                     getattr(obj, "__module__", None) == module.__name__:
                 _register(obj.public[0], obj, obj.public[1])
+
+
+def with_rule(name):
+    """{op class: its rule `name`} for every built-in op class that has one (not None),
+    in a fixed order: e.g. with_rule("native_reduction") -> {Sum: "sum", ...}."""
+    return {cls: getattr(cls, name) for cls in ALL_CLASSES
+            if getattr(cls, name, None) is not None}
 
 
 def _as_method(fn):

@@ -1,8 +1,8 @@
 """Small helpers shared by op rules, named for what they do.
 
 Owns: unbroadcasting (`sum_to`), dim normalization, dtype helpers for forwards,
-saving mixed tensor/number inputs, and the shared bodies of native rules (`c_strides`,
-`copy_in_order`, `moves_by_forward`). Does not: define ops.
+saving mixed tensor/number inputs, and the shared parts of native rules (`c_strides`,
+`copy_in_order`, `moves_by_forward`, `NoDecomposition`). Does not: define ops.
 """
 import numpy as np
 
@@ -90,6 +90,12 @@ def load_mixed(ctx):
 
 
 # ---------------------------------------------------------------- native rules
+class NoDecomposition(Exception):
+    """Raised by an op's `decomposition` (its forward written with primitive adkit ops,
+    which the jit's decompose pass inlines so that fusion can reach them) when it does
+    not apply to these arguments: the node then stays as it is."""
+
+
 def c_strides(shape):
     """Element strides of a C-ordered (row-major, contiguous) array of `shape`."""
     strides, acc = [], 1

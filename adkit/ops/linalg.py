@@ -13,7 +13,7 @@ import numpy as np
 
 from ..tensor import Tensor, _make
 from ._families import ArrayFunction, _logical
-from ._helpers import cast_result, sum_to
+from ._helpers import NoDecomposition, cast_result, sum_to
 
 _TORCH_NAMES = {"float16": "Half", "float32": "Float", "float64": "Double", "int32": "Int",
                 "int64": "Long", "bool": "Bool"}
@@ -463,6 +463,60 @@ def _einsum_grad(terms, out_term, k, grad, operands):
     return Einsum.apply(",".join(in_terms) + "->" + "".join(result), *in_ops)
 
 
+def _einsum_as_matmuls(equation, *operands):
+    """einsum's decomposition (for fusion): operands with distinct labels each, taken two
+    at a time from the left: labels no later operand and not the output has are summed
+    first; batch, free and contracted labels are moved into place (views) for one
+    batched matmul, whose result carries the labels still needed. Other equations (a
+    repeated label) stay one node."""
+    lhs, out = equation.split("->")
+    terms = lhs.split(",")
+    if any(len(set(t)) != len(t) for t in terms) or \
+            len({o.dtype for o in operands}) != 1:
+        raise NoDecomposition
+    ops = list(zip(terms, operands))
+    while len(ops) > 1:
+        (ta, a), (tb, b) = ops[:2]
+        later = "".join(t for t, _ in ops[2:]) + out
+        keep = "".join(c for c in dict.fromkeys(ta + tb) if c in later)
+        ops[:2] = [(keep, _einsum_pair(ta, a, tb, b, keep))]
+    (t, x), = ops
+    x = _sum_labels(t, x, out)
+    t = "".join(c for c in t if c in out)
+    return _permute(x, [t.index(c) for c in out])
+
+
+def _sum_labels(t, x, keep):
+    """x (labels t) summed over its labels not in `keep`."""
+    drop = tuple(i for i, c in enumerate(t) if c not in keep)
+    return x.sum(drop) if drop else x
+
+
+def _einsum_pair(ta, a, tb, b, out):
+    """einsum(f"{ta},{tb}->{out}", a, b) as one batched matmul."""
+    a, ta = _sum_labels(ta, a, tb + out), "".join(c for c in ta if c in tb + out)
+    b, tb = _sum_labels(tb, b, ta + out), "".join(c for c in tb if c in ta + out)
+    size = {c: n for t, x in ((ta, a), (tb, b)) for c, n in zip(t, x.shape)}
+    batch = [c for c in ta if c in tb and c in out]
+    contract = [c for c in ta if c in tb and c not in out]
+    a_free = [c for c in ta if c not in tb]
+    b_free = [c for c in tb if c not in ta]
+
+    def count(labels):
+        return int(np.prod([size[c] for c in labels], dtype=np.int64))
+    a = _permute(a, [ta.index(c) for c in batch + a_free + contract]).reshape(
+        (count(batch), count(a_free), count(contract)))
+    b = _permute(b, [tb.index(c) for c in batch + contract + b_free]).reshape(
+        (count(batch), count(contract), count(b_free)))
+    order = batch + a_free + b_free
+    product = (a @ b).reshape(tuple(size[c] for c in order))
+    return _permute(product, [order.index(c) for c in out])
+
+
+def _permute(x, order):
+    return x if order == sorted(order) else x.permute(tuple(order))
+
+
 class Einsum(ArrayFunction):
     """out = einsum(equation, *operands) (equation canonical: explicit output, no '...');
     grad_k = einsum(grad_out, the other operands -> operand k's labels), with diagonals
@@ -470,6 +524,7 @@ class Einsum(ArrayFunction):
     jvp: out_t = sum_k einsum(operands with operand k replaced by its tangent)."""
     public_name = "einsum"
     variants = ("function",)
+    decomposition = staticmethod(_einsum_as_matmuls)  # batched matmuls, for fusion
 
     @staticmethod
     def forward(equation, *operands):

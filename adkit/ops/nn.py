@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import dtypes
 from ._families import ArrayFunction
-from ._helpers import wrap_dim
+from ._helpers import NoDecomposition, wrap_dim
 
 
 _TORCH_NAMES = {"int64": "Long", "int32": "Int", "bool": "Bool"}
@@ -31,6 +31,17 @@ def _normalized(x, dim, log):
     total = e.sum(axis=dim, keepdims=True)
     out = np.subtract(z, np.log(total), out=z) if log else np.divide(e, total, out=e)
     return out.reshape(x.shape)
+
+
+def _normalized_ops(x, dim, log):
+    """The decomposition of softmax / log_softmax: the forward's steps (shift by the
+    max) in primitive ops, for fusion."""
+    if x.ndim == 0 or x.numel() == 0:
+        raise NoDecomposition
+    z = x - x.amax(dim, keepdim=True)
+    e = z.exp()
+    total = e.sum(dim, keepdim=True)
+    return z - total.log() if log else e / total
 
 
 def _sum_keep(t, dim):
@@ -71,6 +82,10 @@ class Softmax(_DimOp):
     public_name = "softmax"
 
     @staticmethod
+    def decomposition(x, dim):
+        return _normalized_ops(x, dim, log=False)
+
+    @staticmethod
     def forward(x, dim):
         return _normalized(x, dim, log=False)
 
@@ -89,6 +104,10 @@ class LogSoftmax(_DimOp):
     """y = (x - m) - log(sum(exp(x - m), dim)), m = max(x, dim);
     grad_x = grad - exp(y) * sum(grad, dim);  jvp: x_t - sum(exp(y) * x_t, dim)."""
     public_name = "log_softmax"
+
+    @staticmethod
+    def decomposition(x, dim):
+        return _normalized_ops(x, dim, log=True)
 
     @staticmethod
     def forward(x, dim):

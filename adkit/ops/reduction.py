@@ -16,7 +16,8 @@ import numpy as np
 from .. import dtypes
 from ..tensor import Tensor, _make, _wrap_dim
 from ._families import ArrayFunction, Reduction, ShapeOp, public
-from ._helpers import as_float_array, normalize_dims
+from ._helpers import NoDecomposition, as_float_array, normalize_dims
+from .binary import Maximum, Minimum
 
 MaxResult = namedtuple("max", ["values", "indices"])  # like torch.return_types.max
 MinResult = namedtuple("min", ["values", "indices"])
@@ -326,10 +327,29 @@ class _Spread(_Smooth):
         return cls.apply(x, dim, keepdim, correction)
 
 
+def _dims_of(x, dim):
+    """The dims a decomposition reduces (of a traced x), sorted."""
+    if dim is None or (not isinstance(dim, int) and len(dim) == 0):
+        return tuple(range(x.ndim))
+    return tuple(sorted({d % x.ndim for d in ((dim,) if isinstance(dim, int) else dim)}))
+
+
+def _variance_ops(x, dim=None, keepdim=False, correction=1):
+    """var's decomposition: sum((x - mean)^2) / (n - correction) in primitive ops, as
+    the forward computes it."""
+    dims = _dims_of(x, dim)
+    n = int(np.prod([x.shape[d] for d in dims]))
+    if x.ndim == 0 or n - correction <= 0:  # numpy's path warns: keep it
+        raise NoDecomposition
+    centered = x - x.sum(dims, keepdim=True) / n
+    return (centered * centered).sum(dims, keepdim=keepdim) / (n - correction)
+
+
 class Var(_Spread):
     """y = sum((x - mean(x))^2) / (n - correction);
     dy/dx = 2 (x - mean(x)) / (n - correction)."""
     public_name = "var"
+    decomposition = staticmethod(_variance_ops)  # for fusion (ir/passes/decompose.py)
 
     @staticmethod
     def forward(x, dim=None, keepdim=False, correction=1):
@@ -343,6 +363,11 @@ class Var(_Spread):
 class Std(_Spread):
     """y = sqrt(var(x));  dy/dx = (x - mean(x)) / ((n - correction) y)."""
     public_name = "std"
+
+    @staticmethod
+    def decomposition(x, dim=None, keepdim=False, correction=1):
+        """For fusion: sqrt of var's decomposition."""
+        return _variance_ops(x, dim, keepdim, correction).sqrt()
 
     @staticmethod
     def forward(x, dim=None, keepdim=False, correction=1):
@@ -423,6 +448,20 @@ class Logsumexp(_Smooth):
     public_name = "logsumexp"
 
     @staticmethod
+    def decomposition(x, dim, keepdim=False):
+        """For fusion: m + log(sum(exp(x - m))) in primitive ops, m the max clamped to the
+        finite range: a row of -inf gives -inf and one with +inf gives +inf, as the
+        forward (which shifts by 0 there) does; NaN stays NaN."""
+        big = float(np.finfo(x.dtype.np).max)
+        m = Minimum.apply(Maximum.apply(x.amax(dim, keepdim=True), -big), big)
+        out = (x - m).exp().sum(dim, keepdim=True).log() + m
+        if keepdim:
+            return out
+        dims = {d % x.ndim for d in ((dim,) if isinstance(dim, int) else dim)} \
+            if x.ndim else ()
+        return out.reshape(tuple(n for i, n in enumerate(out.shape) if i not in dims))
+
+    @staticmethod
     def forward(x, dim, keepdim=False):
         x = as_float_array(x)
         dims = _dims(dim, x.ndim)
@@ -461,6 +500,16 @@ class Norm(_Smooth):
     sign(x) [|x| == y] / count; 0: zero), taken as 0 where y == 0 and, for p < 1,
     where x == 0, as in PyTorch."""
     public_name = "norm"
+
+    @staticmethod
+    def decomposition(x, dim=None, keepdim=False, p=2.0):
+        """For fusion: p = 2: sqrt(sum(x * x)); p = 1: sum(|x|) (other orders stay one
+        node)."""
+        if x.ndim == 0 or p not in (1, 2):
+            raise NoDecomposition
+        dims = _dims_of(x, dim)
+        return (x * x).sum(dims, keepdim=keepdim).sqrt() if p == 2 else \
+            x.abs().sum(dims, keepdim=keepdim)
 
     @staticmethod
     def forward(x, dim=None, keepdim=False, p=2.0):

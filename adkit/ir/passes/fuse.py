@@ -27,21 +27,9 @@ from .cleanup import has_in_place_ops
 
 _NATIVE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # what kernels compute in
 
-
-def _op_classes():
-    """Every built-in op class (those without a public name too), in a fixed order."""
-    found = []
-    for module in ops.MODULES:
-        for obj in vars(module).values():
-            if isinstance(obj, type) and issubclass(obj, Function) and obj not in found:
-                found.append(obj)
-    return found
-
-
 # {op class: how a kernel combines its values ("sum", "prod", "max", "min")}: the ops
 # whose class says `native_reduction`
-REDUCTIONS = {cls: cls.native_reduction for cls in _op_classes()
-              if getattr(cls, "native_reduction", None)}
+REDUCTIONS = ops.with_rule("native_reduction")
 
 
 class FusedKernel(Function):

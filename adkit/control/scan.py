@@ -25,7 +25,7 @@ from ._common import (Plan, as_tensor_leaves, check_same_specs, is_float, materi
 from ..ir.evaluate import array_runner
 from .body import is_tensor, trace_body
 from .checkpoint import ScanCheckpointGrad, snapshots
-from .derive import call, graph_of, jvp_parts, split, vjp_parts, vmap_graph
+from .derive import call, graph_of, jvp_parts, split, split_vjp, vjp_parts, vmap_graph
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -144,39 +144,63 @@ def scan_vjp(plan, args, cts):
     cts = materialize(list(cts), plan.output_specs())
     consts, init, xs = split(list(args), [nc, nk, plan.n_xs])
     if plan.checkpoint is not None:  # nothing was stored: walk the Revolve schedule
-        back = plan.derived("vjp", lambda: _backward_plan(plan))
-        outs = ScanCheckpointGrad.apply(plan, back.body, *args, *cts[:nk + ny])
+        back = plan.derived("recomputing vjp", lambda: _recomputing_back_body(plan))
+        outs = ScanCheckpointGrad.apply(plan, back, *args, *cts[:nk + ny])
         return [g if is_float(spec(a)) else None for g, a in zip(outs, args)]
-    history_plan = plan if plan.history else plan.derived(
-        "history", lambda: dataclasses.replace(plan, history=True, cache={}))
-    hist = list(Scan.apply(history_plan, *args)[nk + ny:])
-    back = plan.derived("vjp", lambda: _backward_plan(plan))
+    forward, back = plan.derived("residual vjp", lambda: _residual_plans(plan))
+    outs = Scan.apply(forward, *args)
+    residuals = list(outs[nk + ny:nk + forward.n_ys])
     acc = [zeros_of(spec(c)) for c in consts]
-    outs = Scan.apply(back, *consts, *cts[:nk], *acc, *hist, *xs, *cts[nk:nk + ny],
+    outs = Scan.apply(back, *consts, *cts[:nk], *acc, *residuals, *xs, *cts[nk:nk + ny],
                       *cts[nk + ny:nk + ny + nh])
     g_init, g_consts, g_xs = split(list(outs), [nk, nc, plan.n_xs])
     grads = g_consts + g_init + g_xs
     return [g if is_float(spec(a)) else None for g, a in zip(grads, args)]
 
 
-def _backward_plan(plan):
+def _recomputing_back_body(plan):
+    """The reverse step for checkpointing, which stores carries only: (consts, carry
+    cotangent, consts' gradients so far, the carry entering the step, x, y cotangent)
+    -> (cotangent of that carry, consts' gradients, gradient of x); it recomputes the
+    step's forward inside the body's vjp."""
     nc, nk, nx, ny = plan.n_consts, plan.n_carry, plan.n_xs, plan.n_ys
-    nh = nk if plan.history else 0
     vjp, n_out = vjp_parts(plan.body)
     c_specs, k_specs, x_specs = split(plan.input_specs(), [nc, nk, nx])
     y_specs = [plan.body.specs_of(n)[0] for n in plan.body.outputs][nk:]
 
     def step(*values):
-        consts, ct_carry, acc, carry, x, ct_y, ct_h = split(values,
-                                                            [nc, nk, nc, nk, nx, ny, nh])
+        consts, ct_carry, acc, carry, x, ct_y = split(values, [nc, nk, nc, nk, nx, ny])
         grads = call(vjp, consts + carry + x + ct_carry + ct_y)[n_out:]
+        g_consts, g_carry, g_x = split(grads, [nc, nk, nx])
+        return g_carry + [a + g for a, g in zip(acc, g_consts)] + g_x
+    return graph_of(step, c_specs + k_specs + c_specs + k_specs + x_specs + y_specs)
+
+
+def _residual_plans(plan):
+    """(forward scan that also stacks the residuals, backward scan that reads them): the
+    body's vjp split by partial evaluation (derive.split_vjp). The backward scan runs in
+    the other direction and carries the carry's cotangent and the consts' gradients; a
+    cotangent of the history (second order) joins the carry's at its step."""
+    nc, nk, nx, ny = plan.n_consts, plan.n_carry, plan.n_xs, plan.n_ys
+    nh = nk if plan.history else 0
+    body_fwd, n_res, body_bwd = split_vjp(plan.body, nc, nk)
+    forward = dataclasses.replace(plan, body=body_fwd, cache={})
+    res_specs = [body_fwd.specs_of(n)[0] for n in body_fwd.outputs][nk + ny:]
+    c_specs, k_specs, x_specs = split(plan.input_specs(), [nc, nk, nx])
+    y_specs = [plan.body.specs_of(n)[0] for n in plan.body.outputs][nk:]
+
+    def step(*values):
+        consts, ct_carry, acc, res, x, ct_y, ct_h = split(values,
+                                                          [nc, nk, nc, n_res, nx, ny, nh])
+        grads = call(body_bwd, consts + res + x + ct_carry + ct_y)
         g_consts, g_carry, g_x = split(grads, [nc, nk, nx])
         g_carry = [g + h for g, h in zip(g_carry, ct_h)] if nh else g_carry
         return g_carry + [a + g for a, g in zip(acc, g_consts)] + g_x
 
-    specs = c_specs + k_specs + c_specs + k_specs + x_specs + y_specs + k_specs[:nh]
-    return ScanPlan(body=graph_of(step, specs), n_consts=nc, n_carry=nk + nc,
+    specs = c_specs + k_specs + c_specs + res_specs + x_specs + y_specs + k_specs[:nh]
+    back = ScanPlan(body=graph_of(step, specs), n_consts=nc, n_carry=nk + nc,
                     length=plan.length, reverse=not plan.reverse, unroll=plan.unroll)
+    return forward, back
 
 
 # ------------------------------------------------------------------ forward mode

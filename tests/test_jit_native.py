@@ -13,6 +13,8 @@ import adkit as ak
 import adkit.func as F
 import adkit.nn.functional as NF
 from adkit.ir import passes
+from adkit.ops._families import ArrayFunction
+from adkit.ops._helpers import moves_by_forward
 
 
 def rand(*shape, dtype=np.float64, seed=0):
@@ -502,3 +504,76 @@ def test_copies_are_strided_copy_loops(f, shape):
     np.testing.assert_array_equal(jitted(x).numpy(), f(x).numpy())
     assert numpy_ops(jitted, x) == []
     assert any("[copy]" in repr(k) for k in jitted.compile(x).kernels)
+
+
+# ----------------------------------------------------------------------------- native rules
+# What an op may compile to is said by its class (adkit/ops/_families.py lists the
+# rules): a new op reaches native code without a line in codegen.
+class _EveryOther(ArrayFunction):
+    """y = x[::2] (a view: the default native_view rule is its forward)."""
+    is_view = True
+
+    @staticmethod
+    def forward(x):
+        return x[::2]
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+
+class _Roll(ArrayFunction):
+    """y = x rolled by one along dim 0 (it only moves elements: index tables)."""
+    native_moves = classmethod(moves_by_forward)
+
+    @staticmethod
+    def forward(x):
+        return np.roll(x, 1, axis=0)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+
+def calls(jitted, *args):
+    return [type(c).__name__ for calls in jitted.compile(*args).segment_calls for c in calls]
+
+
+def test_a_new_op_lowers_by_the_rules_on_its_class():
+    x = rand(6, 4)
+    view = ak.jit(lambda t: _EveryOther.apply(t * 2).exp())
+    close(view(x), (x * 2)[::2].exp())
+    assert step_kinds(view, x) == ["SegmentStep"]
+    assert calls(view, x) == ["KernelCall", "KernelCall"]  # the view itself costs nothing
+    moved = ak.jit(lambda t: _Roll.apply(t * 2).exp())
+    close(moved(x), np.exp(np.roll(x.numpy() * 2, 1, 0)))
+    assert calls(moved, x) == ["KernelCall", "CopyCall", "KernelCall"]
+
+
+def test_codegen_and_fusion_import_no_op_class():
+    """Their tables come from the op classes' rules (ops.with_rule), not from imports."""
+    import ast
+    import importlib
+    from pathlib import Path
+
+    from adkit.autograd.function import Function
+    root = Path(ak.__file__).parent
+    for path in sorted((root / "codegen").glob("*.py")) + [root / "ir/passes/fuse.py",
+                                                           root / "ir/passes/decompose.py"]:
+        package = "adkit." + ".".join(path.relative_to(root).parent.parts)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                module = importlib.import_module("." * node.level + (node.module or ""),
+                                                 package)
+                for alias in node.names:
+                    value = getattr(module, alias.name, None)
+                    assert not (isinstance(value, type) and issubclass(value, Function) and
+                                value.__module__.startswith("adkit.ops")), \
+                        f"{path.name} imports op class {alias.name}"
+    fuse = importlib.import_module("adkit.ir.passes.fuse")
+    decompose = importlib.import_module("adkit.ir.passes.decompose")
+    assert fuse.REDUCTIONS == ak.ops.with_rule("native_reduction")
+    assert {c.__name__ for c in fuse.REDUCTIONS} == {
+        "Sum", "Mean", "SumToSize", "Prod", "Amax", "Amin", "MaxOfAll", "MinOfAll"}
+    assert {c.__name__ for c in decompose.DECOMPOSITIONS} == {
+        "Einsum", "Logsumexp", "Softmax", "LogSoftmax", "Var", "Std", "Norm"}

@@ -24,13 +24,15 @@ class ArrayFunction(Function):
     ndarrays; `setup_context(ctx, inputs, output)` sees tensors.
 
     Native rules (what `ak.jit` may compile an op to) live on the op's class too, so a
-    new op reaches native code through its class alone: `lower(b, *args)` (its scalar
-    arithmetic in a fused kernel), `native_reduction` and `reduced_dims` (a reduction a
-    kernel combines), `native_contraction` (a matmul a kernel computes inline),
+    new op reaches native code through its class alone: `decomposition` (its forward in
+    primitive ops, inlined before fusion), `lower(b, *args)` (its scalar arithmetic in
+    a fused kernel), `native_reduction` and `reduced_dims` (a reduction a kernel
+    combines), `native_contraction` (a matmul a kernel computes inline),
     `native_broadcast` (a kernel reads its input in its place), `native_gemm` (BLAS),
     `native_view` (its results are views: strides into its input), `native_copy` (a
     strided copy loop), `native_moves` (index tables) and `native_cost` (ns per
-    element, for the thread cost model). Each is documented where it is defined."""
+    element, for the thread cost model). Each is documented where it is defined;
+    passes and codegen find them by attribute (`ops.with_rule`), never by op name."""
 
     _arrays_in = True
     public_name = None

@@ -124,7 +124,8 @@ class Compiled:
             step.emit(module, vector_bytes)
         self.segments = [step.name for step in planner.segments]
         self.segment_calls = [step.calls for step in planner.segments]  # NativeCalls
-        self.module = runtime.compile_module(module) if self.segments else None
+        # a plan whose steps all run on numpy needs no native code
+        self.module = runtime.compile_module(module) if module.functions else None
         for step in self.steps:
             step.link(self.module)
         self.n_slots = planner.n_slots

@@ -181,9 +181,10 @@ def moves(planner, n):
     for layout, count in zip(layouts, counts):  # one table per input
         mine = (numbers >= start) & (numbers < start + count)
         offsets = buffers.element_offsets(layout)[numbers[mine] - start]
-        sources.append((layout.buffer, planner.constant(np.ascontiguousarray(offsets)),
-                        planner.constant(np.ascontiguousarray(dst[mine], dtype=np.int64)),
-                        int(mine.sum())))
+        sources.append(program.CopySource(
+            layout.buffer, planner.constant(np.ascontiguousarray(offsets)),
+            planner.constant(np.ascontiguousarray(dst[mine], dtype=np.int64)),
+            int(mine.sum())))
         start += count
     fill = accumulate or len(dst) < size  # zeros first where no input gives an element
     return [program.CopyCall(sources, out, spec.dtype.np, fill, accumulate)]

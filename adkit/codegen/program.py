@@ -14,6 +14,8 @@ nothing: a view is a Layout of its base's buffer. Large kernels split their oute
 over native threads (pthread_create / pthread_join; a thread that cannot be made runs
 its share on the caller's thread).
 """
+from collections import namedtuple
+
 import numpy as np
 from llvmlite import ir
 
@@ -305,6 +307,11 @@ def _trampoline(module, kernel_fn, n_ptrs):
     return fn
 
 
+# One source of a CopyCall: `count` elements of buffer `src` at the offsets in buffer
+# `src_table` go to the destination's offsets in buffer `dst_table` (int64 tables).
+CopySource = namedtuple("CopySource", ("src", "src_table", "dst_table", "count"))
+
+
 class CopyCall(NativeCall):
     """Element moves with index tables (cat, gathers, scatters, copying reshapes): for
     each source, dst[dst_index[i]] = src[src_index[i]] (or += when `accumulate`), after
@@ -312,9 +319,9 @@ class CopyCall(NativeCall):
     are int64 constant buffers of element offsets, made when the plan was made."""
 
     def __init__(self, sources, dst, dtype, fill, accumulate):
-        tables = {buf for source in sources for buf in source[1:3]}
-        super().__init__({s[0] for s in sources}, {dst.buffer}, tables)
-        self.sources = sources  # [(src buffer, src table buffer, dst table buffer, n)]
+        tables = {buf for s in sources for buf in (s.src_table, s.dst_table)}
+        super().__init__({s.src for s in sources}, {dst.buffer}, tables)
+        self.sources = sources  # CopySources
         self.dst, self.dtype = dst, np.dtype(dtype)
         self.fill, self.accumulate = fill, accumulate
 

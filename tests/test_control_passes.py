@@ -97,3 +97,17 @@ def test_random_pass_sequences_over_loops_keep_values(seed):
             g = ak.ir.passes.fuse(g)
             g.validate()
             np.testing.assert_allclose(g(H0, W).numpy(), want, rtol=1e-12, atol=1e-14)
+
+
+def test_value_and_grad_runs_one_forward_loop_after_merging():
+    from adkit.control import merge_residual_scans
+    f = lambda h, w: ak.func.grad_and_value(scan_with_invariant_work)(h, w)  # noqa: E731
+    graph = ak.trace(f, H0, W)
+    scans = lambda g: sum(g.nx.nodes[n]["op"] is Scan and not  # noqa: E731
+                          g.nx.nodes[n]["params"]["plan"].reverse for n in g.op_nodes)
+    assert scans(graph) == 2
+    merged = merge_residual_scans(graph)
+    merged.validate()
+    assert scans(merged) == 1
+    for a, b in zip(merged(H0, W), graph(H0, W)):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-14)

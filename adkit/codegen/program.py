@@ -75,9 +75,7 @@ class KernelCall(NativeCall):
 
     def emit(self, entry):
         b, module, kernel = entry.b, entry.module, self.kernel
-        fn = module.globals.get(kernel.name)
-        if fn is None:  # the kernel's own function, made when its first call is emitted
-            fn = kernels.lower_kernel(kernel, module, entry.vector_bytes)
+        fn = kernel_function(module, kernel, entry.vector_bytes)
         elem = _elem(kernel.dtype)
         ins = [entry.pointer(layout) for layout in self.inputs]
         outs = [entry.pointer(layout) for layout in self.outputs]
@@ -239,8 +237,18 @@ def _batch_offsets(b, index, batch, all_strides):
     return offsets
 
 
+def kernel_function(module, kernel, vector_bytes):
+    """The LLVM function of `kernel` in `module`, lowered the first time it is asked for."""
+    fn = module.globals.get(kernel.name)
+    return fn if fn is not None else kernels.lower_kernel(kernel, module, vector_bytes)
+
+
 def emit_segment(module, name, calls, vector_bytes):
-    """The entry function `name(list_of_arrays)` running `calls` in order."""
+    """The entry function `name(list_of_arrays)` running `calls` in order (after the
+    functions of the kernels they run: callees first, as compiled code was laid out)."""
+    for call in calls:
+        for kernel in call.kernels:
+            kernel_function(module, kernel, vector_bytes)
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name=name)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     items = b.load(b.gep(fn.args[0], [ir.Constant(I64, runtime.list_items_offset())],

@@ -132,6 +132,12 @@ class Planner:
         self.layouts[(n, i)] = buffers.contiguous(buf.index, spec.shape, spec.dtype.np)
         return self.layouts[(n, i)]
 
+    def scratch(self, shape, dtype):
+        """A new contiguous intermediate buffer that no node owns (a native loop's second
+        carry, its body's intermediates); its Layout."""
+        buf = self._buffer(buffers.TempBuffer, shape, dtype)
+        return buffers.contiguous(buf.index, shape, dtype)
+
     # ------------------------------------------------------------ what runs where
     def _lower(self, n):
         """Lower node n natively when a rule applies: its results are then views

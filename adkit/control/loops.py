@@ -335,13 +335,11 @@ def fori_loop(lower, upper, body_fun, init_val, unroll=1, checkpoint=None):
         for i in range(int(lower), int(upper)):
             val = body_fun(tensor(i, dtype=int64), val)
         return val
-    if static:
-        def step(carry, _):
-            i, val = carry
-            return (i + 1, body_fun(i, val)), None
-        length = max(int(upper) - int(lower), 0)
-        (_, val), _ = scan(step, (tensor(int(lower), dtype=int64), init_val), None,
-                           length=length, unroll=unroll, checkpoint=checkpoint)
+    if static:  # a scan over the indices (an index the body does not read costs nothing)
+        def step(val, i):
+            return body_fun(i, val), None
+        indices = _make(np.arange(int(lower), max(int(upper), int(lower)), dtype=np.int64))
+        val, _ = scan(step, init_val, indices, unroll=unroll, checkpoint=checkpoint)
         return val
     lower_t, upper_t = (_int_tensor(b) for b in (lower, upper))
     _, val = while_loop(lambda c: c[0] < upper_t,

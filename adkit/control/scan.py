@@ -84,6 +84,7 @@ class Scan(ArrayFunction):
     public_name = "scan"
     variants = ()
     runs_its_plan = True  # its arguments are laid out as its plan says (hoisting)
+    native_loop = True  # codegen makes it an LLVM loop when its body lowers completely
 
     @staticmethod
     def forward(plan, *arrays):
@@ -148,14 +149,28 @@ def scan_vjp(plan, args, cts):
         outs = ScanCheckpointGrad.apply(plan, back, *args, *cts[:nk + ny])
         return [g if is_float(spec(a)) else None for g, a in zip(outs, args)]
     forward, back = plan.derived("residual vjp", lambda: _residual_plans(plan))
+    fc, fk, fx, fy = _float_positions(plan)
     outs = Scan.apply(forward, *args)
     residuals = list(outs[nk + ny:nk + forward.n_ys])
-    acc = [zeros_of(spec(c)) for c in consts]
-    outs = Scan.apply(back, *consts, *cts[:nk], *acc, *residuals, *xs, *cts[nk:nk + ny],
-                      *cts[nk + ny:nk + ny + nh])
-    g_init, g_consts, g_xs = split(list(outs), [nk, nc, plan.n_xs])
-    grads = g_consts + g_init + g_xs
-    return [g if is_float(spec(a)) else None for g, a in zip(grads, args)]
+    acc = [zeros_of(spec(consts[j])) for j in fc]
+    outs = Scan.apply(back, *consts, *[cts[k] for k in fk], *acc, *residuals, *xs,
+                      *[cts[nk + j] for j in fy], *[cts[nk + ny + k] for k in fk[:nh]])
+    g_init, g_consts, g_xs = split(list(outs), [len(fk), len(fc), len(fx)])
+    grads = [None] * len(args)
+    for positions, values, start in ((fc, g_consts, 0), (fk, g_init, nc),
+                                     (fx, g_xs, nc + nk)):
+        for j, g in zip(positions, values):
+            grads[start + j] = g
+    return grads
+
+
+def _float_positions(plan):
+    """Which consts, carries, xs and ys are floats (only they carry cotangents)."""
+    nc, nk, nx = plan.n_consts, plan.n_carry, plan.n_xs
+    c_specs, k_specs, x_specs = split(plan.input_specs(), [nc, nk, nx])
+    y_specs = [plan.body.specs_of(n)[0] for n in plan.body.outputs][nk:]
+    return tuple([j for j, s in enumerate(specs) if is_float(s)]
+                 for specs in (c_specs, k_specs, x_specs, y_specs))
 
 
 def _recomputing_back_body(plan):
@@ -189,18 +204,33 @@ def _residual_plans(plan):
     c_specs, k_specs, x_specs = split(plan.input_specs(), [nc, nk, nx])
     y_specs = [plan.body.specs_of(n)[0] for n in plan.body.outputs][nk:]
 
-    def step(*values):
-        consts, ct_carry, acc, res, x, ct_y, ct_h = split(values,
-                                                          [nc, nk, nc, n_res, nx, ny, nh])
-        grads = call(body_bwd, consts + res + x + ct_carry + ct_y)
-        g_consts, g_carry, g_x = split(grads, [nc, nk, nx])
-        g_carry = [g + h for g, h in zip(g_carry, ct_h)] if nh else g_carry
-        return g_carry + [a + g for a, g in zip(acc, g_consts)] + g_x
+    fc, fk, fx, fy = _float_positions(plan)
 
-    specs = c_specs + k_specs + c_specs + res_specs + x_specs + y_specs + k_specs[:nh]
-    back = ScanPlan(body=graph_of(step, specs), n_consts=nc, n_carry=nk + nc,
+    def step(*values):
+        consts, ct_carry, acc, res, x, ct_y, ct_h = split(
+            values, [nc, len(fk), len(fc), n_res, nx, len(fy), len(fk) if nh else 0])
+        ct_carry = _widen(ct_carry, fk, k_specs)  # zeros for the non-float ones
+        grads = call(body_bwd, consts + res + x + ct_carry + _widen(ct_y, fy, y_specs))
+        g_consts, g_carry, g_x = split(grads, [nc, nk, nx])
+        g_carry = [g_carry[k] for k in fk]
+        g_carry = [g + h for g, h in zip(g_carry, ct_h)] if nh else g_carry
+        return (g_carry + [a + g_consts[j] for a, j in zip(acc, fc)] +
+                [g_x[j] for j in fx])
+
+    pick = lambda specs, positions: [specs[j] for j in positions]  # noqa: E731
+    specs = (c_specs + pick(k_specs, fk) + pick(c_specs, fc) + res_specs + x_specs +
+             pick(y_specs, fy) + (pick(k_specs, fk) if nh else []))
+    back = ScanPlan(body=graph_of(step, specs), n_consts=nc, n_carry=len(fk) + len(fc),
                     length=plan.length, reverse=not plan.reverse, unroll=plan.unroll)
     return forward, back
+
+
+def _widen(values, positions, specs):
+    """A value per spec: `values` at `positions`, zeros elsewhere."""
+    out = [zeros_of(s) for s in specs]
+    for j, v in zip(positions, values):
+        out[j] = v
+    return out
 
 
 # ------------------------------------------------------------------ forward mode

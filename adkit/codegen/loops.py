@@ -1,0 +1,166 @@
+"""Native loops: a Scan node whose body lowers completely becomes an LLVM loop.
+
+Owns: the lowering rule `scan_loop(planner, n)` and `LoopCall` (the NativeCall that
+emits the loop). The body is planned by a planner of its own (the same Planner class,
+on the body graph); when every body node is native, its calls are emitted into a
+function `<name>_body(i8 **table)` that reads each body buffer's pointer from a table,
+and the loop fills the table per step: the consts' pointers, the carry's (two buffers
+used in turn, so a step never writes what it reads), x's slice and y's slot. No Python
+runs per step; the code is the body's, whatever the trip count. Does not: decide a
+node's semantics (adkit.control's Scan) or plan bodies (plan.py).
+"""
+import itertools
+
+import numpy as np
+from llvmlite import ir
+
+from . import buffers, program
+from .buffers import contiguous_strides
+from .kernels import I64, PTR, for_loop
+from .program import NativeCall, _elem
+
+_NAMES = itertools.count()
+
+
+def scan_loop(planner, n):
+    """A Scan node (its class says `native_loop`) whose body is all native: a LoopCall."""
+    graph = planner.graph
+    data = graph.nx.nodes[n]
+    if not getattr(data["op"], "native_loop", False):
+        return None
+    plan = data["params"]["plan"]
+    body = type(planner)(plan.body)  # the body's own plan
+    if body.in_place or any(type(step).__name__ != "SegmentStep" for step in body.steps) \
+            or None in [body.layouts.get(key) for key in body.returned]:
+        return None
+    args = [planner.layout((u, out)) for _, u, out in graph.args_of(n)]
+    wanted = {buf.position for buf in body.buffers if isinstance(buf, buffers.InputBuffer)}
+    if any(args[j] is None or not _is_contiguous(args[j]) for j in wanted):
+        return None
+    outs = [planner.result(n, i) for i in range(len(data["specs"]))]
+    carries = [planner.scratch(outs[k].shape, outs[k].dtype) for k in range(plan.n_carry)]
+    where = {}  # body buffer -> outer buffer, for the body's constants and intermediates
+    for buf in body.buffers:
+        if isinstance(buf, buffers.ConstantBuffer):
+            where[buf.index] = planner.constant(buf.array)
+        elif not isinstance(buf, buffers.InputBuffer):
+            where[buf.index] = planner.scratch(buf.shape, buf.dtype).buffer
+    for kernel in body.kernels:  # kernel names are module-wide: make them unique
+        kernel.name = f"loop{next(_NAMES)}_{kernel.name}"
+    return [LoopCall(plan, body, args, outs, carries, where)]
+
+
+def _is_contiguous(layout):
+    return tuple(layout.strides) == contiguous_strides(layout.shape)
+
+
+class LoopCall(NativeCall):
+    """The loop of a Scan: `args` (consts, init carries, xs) and `outs` (final carries,
+    stacked ys, stacked history) are the node's Layouts; `carries` the second carry
+    buffers; `where` maps the body's constants and intermediates to outer buffers."""
+
+    def __init__(self, plan, body, args, outs, carries, where):
+        reads = {a.buffer for a in args if a is not None}
+        writes = {o.buffer for o in outs} | {c.buffer for c in carries} | set(where.values())
+        super().__init__(reads, writes, ())
+        self.plan, self.body, self.args, self.outs = plan, body, args, outs
+        self.carries, self.where = carries, where
+        self.kernels = tuple(body.kernels)
+        self.name = f"loop{next(_NAMES)}_body"
+
+    def emit(self, entry):
+        body_fn = self._emit_body(entry.module, entry.vector_bytes)
+        b, plan = entry.b, self.plan
+        nc, nk, ny = plan.n_consts, plan.n_carry, plan.n_ys
+        args = [entry.pointer(a) if a is not None else None for a in self.args]
+        outs = [entry.pointer(o) for o in self.outs]
+        spare = [entry.pointer(c) for c in self.carries]
+        n = plan.length
+        first = outs[:nk] if n % 2 == 0 else spare  # so that the last step writes outs
+        for k in range(nk):
+            _copy(b, args[nc + k], first[k], self.outs[k])
+        table = b.alloca(PTR, size=len(self.body.buffers))
+        for buf, outer in self.where.items():
+            b.store(entry.data[outer], program._at(b, table, buf, PTR))
+
+        def step(j):
+            i = b.sub(ir.Constant(I64, n - 1), j) if plan.reverse else j
+            odd = b.trunc(b.and_(b.sub(ir.Constant(I64, n), j), ir.Constant(I64, 1)),
+                          ir.IntType(1))  # (n - j) odd: read the spare buffers
+            carry_in = [b.select(odd, s, o) for s, o in zip(spare, outs[:nk])]
+            carry_out = [b.select(odd, o, s) for s, o in zip(spare, outs[:nk])]
+            self._fill_inputs(b, table, args, carry_in, i)
+            if plan.history:
+                for k in range(nk):
+                    _copy(b, carry_in[k], _slice(b, outs[nk + ny + k], self.outs[nk + ny + k], i),
+                          self.outs[k])
+            b.call(body_fn, [table])
+            self._store_outputs(entry, b, table, carry_out, outs[nk:nk + ny], i)
+        for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, n), 1, step)
+
+    def _emit_body(self, module, vector_bytes):
+        """void <name>_body(i8 **table): the body's native calls on the table's pointers."""
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name=self.name)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        data = {buf.index: b.load(program._at(b, fn.args[0], buf.index, PTR), typ=PTR)
+                for buf in self.body.buffers}
+        inner = program.Entry(b, module, data, vector_bytes)
+        for step in self.body.steps:
+            for call in step.calls:
+                call.emit(inner)
+        b.ret_void()
+        return fn
+
+    def _fill_inputs(self, b, table, args, carry_in, i):
+        """Each body input buffer's pointer for step i."""
+        plan = self.plan
+        nc, nk = plan.n_consts, plan.n_carry
+        for buf in self.body.buffers:
+            if not isinstance(buf, buffers.InputBuffer):
+                continue
+            j = buf.position
+            if j < nc:
+                ptr = args[j]
+            elif j < nc + nk:
+                ptr = carry_in[j - nc]
+            else:
+                ptr = _slice(b, args[j], self.args[j], i)
+            b.store(ptr, program._at(b, table, buf.index, PTR))
+
+    def _store_outputs(self, entry, b, table, carry_out, ys, i):
+        """Copy each body output from where the body made it to the carry or y slot."""
+        body, nk = self.body, self.plan.n_carry
+        for j, key in enumerate(body.returned):
+            layout = body.layouts[key]
+            src = b.gep(b.load(program._at(b, table, layout.buffer, PTR), typ=PTR),
+                        [ir.Constant(I64, layout.offset)], source_etype=_elem(layout.dtype))
+            dst = carry_out[j] if j < nk else _slice(b, ys[j - nk], self.outs[j], i)
+            _copy(b, src, dst, layout._replace(offset=0))
+
+
+def _slice(b, base, stacked, i):
+    """Pointer to slice i (along dim 0) of the contiguous stacked value at base, whose
+    Layout is `stacked` (the history's Layout is its carry's: one slice's shape)."""
+    size = int(np.prod(stacked.shape[1:], dtype=np.int64))
+    return b.gep(base, [b.mul(i, ir.Constant(I64, size))], source_etype=_elem(stacked.dtype))
+
+
+def _copy(b, src, dst, layout):
+    """dst (contiguous) = the elements of `layout` at src, in row-major order."""
+    elem = _elem(layout.dtype)
+    total = int(np.prod(layout.shape, dtype=np.int64))
+    if tuple(layout.strides) == contiguous_strides(layout.shape):
+        for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, total), 1, lambda e: b.store(
+            b.load(b.gep(src, [e], source_etype=elem), typ=elem),
+            b.gep(dst, [e], source_etype=elem)))
+        return
+
+    def move(e):
+        offset, rest = ir.Constant(I64, 0), e
+        for size, stride in reversed(list(zip(layout.shape, layout.strides))):
+            idx = b.urem(rest, ir.Constant(I64, size))
+            rest = b.udiv(rest, ir.Constant(I64, size))
+            offset = b.add(offset, b.mul(idx, ir.Constant(I64, stride)))
+        b.store(b.load(b.gep(src, [offset], source_etype=elem), typ=elem),
+                b.gep(dst, [e], source_etype=elem))
+    for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, total), 1, move)

@@ -154,6 +154,17 @@ class Stack(ArrayFunction):
     variants = ("function",)
 
     @staticmethod
+    def native_copy(params, sources, out_shape):
+        """Input k copied into slice k along the new dim (see _helpers.copy_in_order for
+        the contract): the result's strides without that dim."""
+        if any(len(x.shape) != len(out_shape) - 1 for x in sources):
+            return None
+        strides = c_strides(out_shape)
+        dim = params["dim"] % len(out_shape)
+        inner = strides[:dim] + strides[dim + 1:]
+        return [(x, k * strides[dim], inner) for k, x in enumerate(sources)]
+
+    @staticmethod
     def forward(dim, *tensors):
         d = _stack_dim(dim, tensors)
         return np.stack(tensors, axis=d, dtype=_promoted(tensors), casting="unsafe")

@@ -150,7 +150,8 @@ def _wrap_array(arr, args):
         if arr is None or isinstance(arr, Tensor):
             return arr
         arr = np.asarray(arr)
-    return _is_input_data(arr, args) or _make(arr)
+    same = _is_input_data(arr, args)  # NB: not `or`: a tensor's truth is its value's
+    return same if same is not None else _make(arr)
 
 
 def _link_inputs(ctx, args):

@@ -80,6 +80,7 @@ class LoopCall(NativeCall):
         for k in range(nk):
             _copy(b, args[nc + k], first[k], self.outs[k])
         table = b.alloca(PTR, size=len(self.body.buffers))
+        direct = self._direct_outputs()
         for buf, outer in self.where.items():
             b.store(entry.data[outer], program._at(b, table, buf, PTR))
 
@@ -94,8 +95,11 @@ class LoopCall(NativeCall):
                 for k in range(nk):
                     _copy(b, carry_in[k], _slice(b, outs[nk + ny + k], self.outs[nk + ny + k], i),
                           self.outs[k])
+            destinations = self._destinations(b, carry_out, outs[nk:nk + ny], i)
+            for j, buf in direct.items():
+                b.store(destinations[j], program._at(b, table, buf, PTR))
             b.call(body_fn, [table])
-            self._store_outputs(entry, b, table, carry_out, outs[nk:nk + ny], i)
+            self._store_outputs(b, table, destinations, direct)
         for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, n), 1, step)
 
     def _emit_body(self, module, vector_bytes):
@@ -127,15 +131,35 @@ class LoopCall(NativeCall):
                 ptr = _slice(b, args[j], self.args[j], i)
             b.store(ptr, program._at(b, table, buf.index, PTR))
 
-    def _store_outputs(self, entry, b, table, carry_out, ys, i):
-        """Copy each body output from where the body made it to the carry or y slot."""
-        body, nk = self.body, self.plan.n_carry
+    def _direct_outputs(self):
+        """{output j: body buffer} for body outputs a native call writes whole into a
+        buffer of its own: the loop points that buffer at the output's destination, so
+        the body writes the carry or the y slot itself (no copy)."""
+        body, seen, direct = self.body, {}, {}
         for j, key in enumerate(body.returned):
             layout = body.layouts[key]
+            seen.setdefault(layout.buffer, []).append(j)
+        for j, key in enumerate(body.returned):
+            layout, buf = body.layouts[key], body.buffers[body.layouts[key].buffer]
+            if isinstance(buf, buffers.ResultBuffer) and len(seen[layout.buffer]) == 1 \
+                    and layout.offset == 0 and tuple(layout.shape) == buf.shape:
+                direct[j] = layout.buffer
+        return direct
+
+    def _destinations(self, b, carry_out, ys, i):
+        nk = self.plan.n_carry
+        return [carry_out[j] if j < nk else _slice(b, ys[j - nk], self.outs[j], i)
+                for j in range(len(self.body.returned))]
+
+    def _store_outputs(self, b, table, destinations, direct):
+        """Copy each body output the body did not write in place to its destination."""
+        for j, key in enumerate(self.body.returned):
+            if j in direct:
+                continue
+            layout = self.body.layouts[key]
             src = b.gep(b.load(program._at(b, table, layout.buffer, PTR), typ=PTR),
                         [ir.Constant(I64, layout.offset)], source_etype=_elem(layout.dtype))
-            dst = carry_out[j] if j < nk else _slice(b, ys[j - nk], self.outs[j], i)
-            _copy(b, src, dst, layout._replace(offset=0))
+            _copy(b, src, destinations[j], layout._replace(offset=0))
 
 
 def _slice(b, base, stacked, i):

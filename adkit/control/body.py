@@ -122,6 +122,19 @@ def run_arrays(graph, arrays):
     return array_runner(graph)(arrays)
 
 
+def fresh(outputs, inputs):
+    """The outputs as arrays of their own: one that is, or views, an input's memory (a
+    loop that ran no step, a branch returning its operand) is copied, so an op's results
+    never alias its arguments."""
+    out = []
+    for o in outputs:
+        o = np.asarray(o)
+        if any(np.shares_memory(o, a) for a in inputs if isinstance(a, np.ndarray)):
+            o = o.copy()
+        out.append(o)
+    return tuple(out)
+
+
 def arrays_to_tensors(arrays):
     return [_make(a if isinstance(a, np.ndarray) else np.asarray(a)) for a in arrays]
 

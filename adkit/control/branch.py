@@ -22,7 +22,7 @@ from ..tensor import Tensor, tensor
 from ._common import (Plan, as_tensor_leaves, describe_tree, is_float, materialize, spec,
                       use_op_path)
 from ..ir.evaluate import array_runner
-from .body import trace_body
+from .body import fresh, trace_body
 from .derive import call, graph_of, jvp_parts, split, vjp_parts, vmap_graph
 
 
@@ -49,7 +49,7 @@ class Switch(ArrayFunction):
     @staticmethod
     def forward(plan, index, *arrays):
         chosen = int(np.clip(int(index), 0, len(plan.branches) - 1))
-        return tuple(np.asarray(o) for o in array_runner(plan.branches[chosen])(list(arrays)))
+        return fresh(array_runner(plan.branches[chosen])(list(arrays)), arrays)
 
     @staticmethod
     def infer(plan, index, *arrays):

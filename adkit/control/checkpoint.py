@@ -14,9 +14,10 @@ in slots (the initial carry among them), plus the one in hand.
 """
 import numpy as np
 
+from ..ir.evaluate import array_runner
 from ..ops._families import ArrayFunction
 from . import revolve
-from ..ir.evaluate import array_runner
+from .body import fresh
 from .derive import split
 
 LAST_RUN = {"forward_steps": 0, "stored_carries": 0, "reversed_steps": 0}
@@ -64,7 +65,7 @@ class ScanCheckpointGrad(ArrayFunction):
             return ct
         ct = walk_schedule(plan.length, snapshots(plan.checkpoint, plan.length), init, ct,
                            step, turn)
-        return tuple([np.asarray(a) for a in acc + ct] + g_xs)
+        return fresh(acc + ct + g_xs, arrays)
 
     @staticmethod
     def infer(plan, back, *arrays):

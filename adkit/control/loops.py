@@ -24,7 +24,7 @@ from ..tensor import Tensor, _make, tensor
 from ._common import (Plan, as_tensor_leaves, check_same_specs, is_float, materialize, spec,
                       use_op_path)
 from ..ir.evaluate import array_runner
-from .body import trace_body
+from .body import fresh, trace_body
 from .checkpoint import snapshots, walk_schedule
 from .derive import call, graph_of, jvp_parts, split, vjp_parts, vmap_graph
 from .scan import scan
@@ -91,7 +91,7 @@ class While(ArrayFunction):
         cc, bc, carry = split(list(arrays),
                               [plan.n_cond_consts, plan.n_body_consts, plan.n_carry])
         _, final = plan.carries(cc, bc, carry)
-        return tuple(np.asarray(c) for c in final)
+        return fresh(final, arrays)
 
     @staticmethod
     def infer(plan, *arrays):
@@ -157,7 +157,7 @@ class WhileGrad(ArrayFunction):
             ct = walk_schedule(n, snapshots(plan.checkpoint, max(n, 1)), init, ct,
                                lambda _k, carry: body(bc + carry), turn)
         g_cc = [np.zeros_like(c) for c in cc]
-        return tuple(np.asarray(a) for a in g_cc + g_bc + ct)
+        return fresh(g_cc + g_bc + ct, arrays)
 
     @staticmethod
     def infer(plan, back, *arrays):

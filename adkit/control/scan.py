@@ -23,7 +23,7 @@ from ..ops.join import Stack
 from ._common import (Plan, as_tensor_leaves, check_same_specs, is_float, materialize,
                       spec, use_op_path, zeros_of)
 from ..ir.evaluate import array_runner
-from .body import is_tensor, trace_body
+from .body import fresh, is_tensor, trace_body
 from .checkpoint import ScanCheckpointGrad, snapshots
 from .derive import call, graph_of, jvp_parts, split, split_vjp, vjp_parts, vmap_graph
 
@@ -101,7 +101,7 @@ class Scan(ArrayFunction):
                 y.append(o)
         specs = plan.output_specs()[plan.n_carry:]
         stacked = [_stack(v, s, plan.reverse) for v, s in zip(ys + hist, specs)]
-        return tuple([np.asarray(c) for c in carry] + stacked)
+        return fresh(carry + stacked, arrays)
 
     @staticmethod
     def infer(plan, *arrays):

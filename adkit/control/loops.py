@@ -331,9 +331,14 @@ def fori_loop(lower, upper, body_fun, init_val, unroll=1, checkpoint=None):
     0-d tensor. Python-int bounds make it a scan (so reverse mode is a reverse scan)."""
     static = all(isinstance(b, (int, np.integer)) for b in (lower, upper))
     if static and not use_op_path(checkpoint):
+        leaves, tree = as_tensor_leaves(init_val, "fori_loop's init_val")
+        specs = [spec(t) for t in leaves]
         val = init_val
         for i in range(int(lower), int(upper)):
             val = body_fun(tensor(i, dtype=int64), val)
+            out, out_tree = as_tensor_leaves(val, "fori_loop body's result")
+            check_same_specs("fori_loop body function carry", tree, specs, out_tree,
+                             [spec(t) for t in out])
         return val
     if static:  # a scan over the indices (an index the body does not read costs nothing)
         def step(val, i):

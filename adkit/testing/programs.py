@@ -14,12 +14,14 @@ import warnings
 
 import numpy as np
 
+from ..control import cond, fori_loop, scan
 from ..ops import FUNCTIONS
 from ..tensor import tensor
 
 # What programs call `ak`: the public ops and ak.tensor (the same objects `import adkit as
 # ak` gives; the package front itself sits above this layer).
-ADKIT = types.SimpleNamespace(**FUNCTIONS, tensor=tensor)
+ADKIT = types.SimpleNamespace(**FUNCTIONS, tensor=tensor, scan=scan, fori_loop=fori_loop,
+                              cond=cond)
 
 # name: (adkit line, numpy line, number of operands). `{o}` is the new value, `{a}`, `{b}`
 # operands (names of live values). Lines may be several statements separated by "; ".
@@ -93,6 +95,17 @@ INSTRUCTIONS = {
     "topk_values": ("{o} = {a}.topk(1)[0]",  # k > size is an error, as in PyTorch
                     "assert {a}.shape[-1] >= 1; {o} = -np.sort(-{a}, -1)[..., :1]", 1),
     "split_first": ("{o} = {a}.split(1, 0)[0]", "{o} = {a}[:1]", 1),
+    # loops and branches (one node each under tracing: every transform goes through them)
+    "scan_rows": ("{o} = ak.scan(lambda c, x: ((c * 0.5 + x).sin(), c * x), {a}[0] * 0.0, "
+                  "{a})[1]",
+                  "{o} = np_scan(lambda c, x: (np.sin(c * 0.5 + x), c * x), {a}[0] * 0.0, "
+                  "{a})[1]", 1),
+    "fori_tanh": ("{o} = ak.fori_loop(0, 3, lambda i, v: (v * 0.7).tanh() + {b} * 0.1, {a})",
+                  "assert np.broadcast_shapes({a}.shape, {b}.shape) == {a}.shape; "  # carry rule
+                  "{o} = np_fori(3, lambda v: np.tanh(v * 0.7) + {b} * 0.1, {a})", 2),
+    "cond_square": ("{o} = ak.cond(({a} * {a}).sum() > 1.0, lambda v: v.sin(), "
+                    "lambda v: v * 2.0, {a})",
+                    "{o} = np.sin({a}) if ({a} * {a}).sum() > 1.0 else {a} * 2.0", 1),
     "cat_self": ("{o} = ak.cat([{a}, {a} * 2.0], 0)", "{o} = np.concatenate([{a}, {a} * 2.0], 0)",
                  1),
 }
@@ -122,7 +135,8 @@ class Program:
 
     def run(self, lib_module, values, lib="ak"):
         """Run on `values` (one per input) with `lib_module` as `ak` or `np`."""
-        scope = {"ak": lib_module, "np": np} if lib == "ak" else {"np": np}
+        scope = {"ak": lib_module, "np": np} if lib == "ak" else \
+            {"np": np, "np_scan": _np_scan, "np_fori": _np_fori}
         scope.update({f"x{i}": v for i, v in enumerate(values)})
         exec("\n".join(self.lines(lib)), scope)  # noqa: S102  (the program is ours)
         return [scope[o] for o in self.outputs]
@@ -138,6 +152,21 @@ class Program:
             f"x{i}" for i in range(len(self.inputs))) + "):"] +
             ["    " + line for line in body] +
             [f"    return {', '.join(self.outputs)}" + ("," if len(self.outputs) == 1 else "")])
+
+
+def _np_scan(f, init, xs):
+    """The numpy reference of ak.scan (for the loop instructions)."""
+    carry, ys = init, []
+    for x in xs:
+        carry, y = f(carry, x)
+        ys.append(y)
+    return carry, np.stack(ys)
+
+
+def _np_fori(n, f, value):
+    for _ in range(n):
+        value = f(value)
+    return value
 
 
 def random_input(rng, shape, dtype=np.float64):

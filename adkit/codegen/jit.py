@@ -22,14 +22,18 @@ from ..autograd.grad_mode import is_grad_enabled
 from ..ir import evaluate, passes
 from ..ir.trace import trace
 from ..tensor import Tensor, _make
+from ..control import hoist_invariants, merge_residual_scans
 from . import buffers, plan, runtime, steps
 
 # results smaller than this are fresh arrays per call; larger ones are recycled (fresh
 # large arrays cost page faults, small ones come from malloc's pool)
 _RECYCLE_BYTES = 1 << 17
 _interpreters = _dispatch._STACK.get
-OPTIMIZE = passes.pipeline([passes.decompose, passes.fold_constants, passes.simplify,
-                            passes.cse, passes.dce, passes.fuse, passes.dce])
+# loops: one forward scan where a gradient traced two (before any pass rebuilds plans),
+# and body work that only depends on a loop's consts done once, before the loop
+OPTIMIZE = passes.pipeline([merge_residual_scans, passes.decompose, passes.fold_constants,
+                            passes.simplify, passes.cse, passes.dce, hoist_invariants,
+                            passes.dce, passes.fuse, passes.dce])
 
 
 def jit(fn=None, static_argnums=()):

@@ -35,8 +35,11 @@ def scan_loop(planner, n):
         return None
     args = [planner.layout((u, out)) for _, u, out in graph.args_of(n)]
     wanted = {buf.position for buf in body.buffers if isinstance(buf, buffers.InputBuffer)}
-    if any(args[j] is None or not _is_contiguous(args[j]) for j in wanted):
+    if any(args[j] is None for j in wanted):
         return None
+    # an argument laid out otherwise (a transposed view...) is copied once, before the loop
+    packed = {j: planner.scratch(args[j].shape, args[j].dtype) for j in wanted
+              if not _is_contiguous(args[j])}
     outs = [planner.result(n, i) for i in range(len(data["specs"]))]
     carries = [planner.scratch(outs[k].shape, outs[k].dtype) for k in range(plan.n_carry)]
     where = {}  # body buffer -> outer buffer, for the body's constants and intermediates
@@ -47,7 +50,7 @@ def scan_loop(planner, n):
             where[buf.index] = planner.scratch(buf.shape, buf.dtype).buffer
     for kernel in body.kernels:  # kernel names are module-wide: make them unique
         kernel.name = f"loop{next(_NAMES)}_{kernel.name}"
-    return [LoopCall(plan, body, args, outs, carries, where)]
+    return [LoopCall(plan, body, args, outs, carries, where, packed)]
 
 
 def _is_contiguous(layout):
@@ -59,12 +62,13 @@ class LoopCall(NativeCall):
     stacked ys, stacked history) are the node's Layouts; `carries` the second carry
     buffers; `where` maps the body's constants and intermediates to outer buffers."""
 
-    def __init__(self, plan, body, args, outs, carries, where):
+    def __init__(self, plan, body, args, outs, carries, where, packed):
         reads = {a.buffer for a in args if a is not None}
-        writes = {o.buffer for o in outs} | {c.buffer for c in carries} | set(where.values())
+        writes = {o.buffer for o in outs} | {c.buffer for c in carries} | \
+            set(where.values()) | {p.buffer for p in packed.values()}
         super().__init__(reads, writes, ())
         self.plan, self.body, self.args, self.outs = plan, body, args, outs
-        self.carries, self.where = carries, where
+        self.carries, self.where, self.packed = carries, where, packed
         self.kernels = tuple(body.kernels)
         self.name = f"loop{next(_NAMES)}_body"
 
@@ -73,6 +77,9 @@ class LoopCall(NativeCall):
         b, plan = entry.b, self.plan
         nc, nk, ny = plan.n_consts, plan.n_carry, plan.n_ys
         args = [entry.pointer(a) if a is not None else None for a in self.args]
+        for j, layout in self.packed.items():  # contiguous copies of strided arguments
+            _copy(b, args[j], entry.pointer(layout), self.args[j])
+            args[j] = entry.pointer(layout)
         outs = [entry.pointer(o) for o in self.outs]
         spare = [entry.pointer(c) for c in self.carries]
         n = plan.length

@@ -102,3 +102,19 @@ def test_the_compiled_code_does_not_grow_with_the_trip_count():
         g(t(8))
         sizes.append(len(g.compile(t(8)).llvm_ir.splitlines()))
     assert sizes[0] == sizes[1]  # the same instructions (only constants differ)
+
+
+@pytest.mark.parametrize("unroll", [1, 2, 3, 8])
+def test_unrolled_native_loops_agree(unroll):
+    w = t(4, 4) * 0.5
+
+    def f(h, xs):
+        return ak.scan(lambda h, x: ((h @ w).tanh() + x, h.sum()), h, xs, unroll=unroll)
+    args = (t(4), t(7, 4))
+    jf = ak.jit(f)
+    close(jf(*args)[0], f(*args)[0])
+    close(jf(*args)[1], f(*args)[1])
+    assert native(jf, *args)
+    n_lines = len(jf.compile(*args).llvm_ir.splitlines())
+    assert unroll == 1 or n_lines > len(ak.jit(lambda h, xs: ak.scan(
+        lambda h, x: ((h @ w).tanh() + x, h.sum()), h, xs)).compile(*args).llvm_ir.splitlines())

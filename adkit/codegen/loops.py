@@ -107,7 +107,12 @@ class LoopCall(NativeCall):
                 b.store(destinations[j], program._at(b, table, buf, PTR))
             b.call(body_fn, [table])
             self._store_outputs(b, table, destinations, direct)
-        for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, n), 1, step)
+        # unroll=k: k steps' code per trip of the native loop, the rest one by one
+        k = max(1, min(int(plan.unroll), n or 1))
+        whole = n - n % k
+        for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, whole), k, lambda j: [
+            step(b.add(j, ir.Constant(I64, u))) for u in range(k)])
+        for_loop(b, ir.Constant(I64, whole), ir.Constant(I64, n), 1, step)
 
     def _emit_body(self, module, vector_bytes):
         """void <name>_body(i8 **table): the body's native calls on the table's pointers."""

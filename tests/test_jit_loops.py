@@ -118,3 +118,21 @@ def test_unrolled_native_loops_agree(unroll):
     n_lines = len(jf.compile(*args).llvm_ir.splitlines())
     assert unroll == 1 or n_lines > len(ak.jit(lambda h, xs: ak.scan(
         lambda h, x: ((h @ w).tanh() + x, h.sum()), h, xs)).compile(*args).llvm_ir.splitlines())
+
+
+@pytest.mark.parametrize("limit", [0.5, 3.0, 40.0])
+def test_native_while_loops(limit):
+    w = t(3) * 0.2
+
+    def f(v, lim):
+        def body(c):
+            k, v = c
+            return k + 1.0, v * 1.1 + (v * w).sin().abs()
+        return ak.while_loop(lambda c: c[1].abs().sum() < lim, body,
+                             (ak.tensor(0.0, dtype=ak.float64), v))
+    v, lim = ak.tensor([0.1, -0.2, 0.3], dtype=ak.float64), ak.tensor(limit, dtype=ak.float64)
+    jf = ak.jit(f)
+    close(jf(v, lim), f(v, lim))
+    assert native(jf, v, lim)
+    g = ak.func.grad(lambda v: f(v, lim)[1].sum())
+    close(ak.jit(g)(v), g(v), 1e-10)

@@ -29,20 +29,88 @@ def scan_loop(planner, n):
     if not getattr(data["op"], "native_loop", False):
         return None
     plan = data["params"]["plan"]
-    body = type(planner)(plan.body)  # the body's own plan
+    body = native_body(planner, plan.body)
+    if body is None:
+        return None
+    args = [planner.layout((u, out)) for _, u, out in graph.args_of(n)]
+    packed = pack_arguments(planner, args, body.inputs_read())
+    if packed is None:
+        return None
+    outs = [planner.result(n, i) for i in range(len(data["specs"]))]
+    carries = [planner.scratch(outs[k].shape, outs[k].dtype) for k in range(plan.n_carry)]
+    return [LoopCall(plan, body, args, outs, carries, packed)]
+
+
+class NativeBody:
+    """A body graph planned by a planner of its own, all native: `plan` (the Planner),
+    `where` (its constants' and intermediates' buffers in the outer plan)."""
+
+    def __init__(self, plan, where):
+        self.plan, self.where = plan, where
+        self.buffers, self.returned, self.layouts = plan.buffers, plan.returned, plan.layouts
+        self.name = f"loop{next(_NAMES)}_body"
+
+    def inputs_read(self):
+        """{buffer index: input position} of the body inputs native code reads."""
+        return {buf.index: buf.position for buf in self.buffers
+                if isinstance(buf, buffers.InputBuffer)}
+
+    def emit_function(self, module, vector_bytes):
+        """void <name>(i8 **table): the body's native calls on the table's pointers."""
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name=self.name)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        data = {buf.index: b.load(program._at(b, fn.args[0], buf.index, PTR), typ=PTR)
+                for buf in self.buffers}
+        inner = program.Entry(b, module, data, vector_bytes)
+        for step in self.plan.steps:
+            for call in step.calls:
+                call.emit(inner)
+        b.ret_void()
+        return fn
+
+    def table(self, b, data):
+        """A pointer table for the body with its constants and intermediates in place
+        (the caller fills the inputs)."""
+        table = b.alloca(PTR, size=len(self.buffers))
+        for buf, outer in self.where.items():
+            b.store(data[outer], program._at(b, table, buf, PTR))
+        return table
+
+    def direct_outputs(self):
+        """{output j: body buffer} for outputs a native call writes whole into a buffer
+        of its own: the caller points that buffer at the output's destination, so the
+        body writes the carry or the y slot itself (no copy)."""
+        seen, direct = {}, {}
+        for j, key in enumerate(self.returned):
+            seen.setdefault(self.layouts[key].buffer, []).append(j)
+        for j, key in enumerate(self.returned):
+            layout = self.layouts[key]
+            buf = self.buffers[layout.buffer]
+            if isinstance(buf, buffers.ResultBuffer) and len(seen[layout.buffer]) == 1 \
+                    and layout.offset == 0 and tuple(layout.shape) == buf.shape:
+                direct[j] = layout.buffer
+        return direct
+
+    def store_outputs(self, b, table, destinations, direct):
+        """Copy each output the body did not write in place to its destination."""
+        for j, key in enumerate(self.returned):
+            if j not in direct:
+                _copy(b, self.output_pointer(b, table, j), destinations[j],
+                      self.layouts[key]._replace(offset=0))
+
+    def output_pointer(self, b, table, j):
+        layout = self.layouts[self.returned[j]]
+        return b.gep(b.load(program._at(b, table, layout.buffer, PTR), typ=PTR),
+                     [ir.Constant(I64, layout.offset)], source_etype=_elem(layout.dtype))
+
+
+def native_body(planner, graph):
+    """The NativeBody of `graph` when every node of it lowers, else None."""
+    body = type(planner)(graph)  # the body's own plan
     if body.in_place or any(type(step).__name__ != "SegmentStep" for step in body.steps) \
             or None in [body.layouts.get(key) for key in body.returned]:
         return None
-    args = [planner.layout((u, out)) for _, u, out in graph.args_of(n)]
-    wanted = {buf.position for buf in body.buffers if isinstance(buf, buffers.InputBuffer)}
-    if any(args[j] is None for j in wanted):
-        return None
-    # an argument laid out otherwise (a transposed view...) is copied once, before the loop
-    packed = {j: planner.scratch(args[j].shape, args[j].dtype) for j in wanted
-              if not _is_contiguous(args[j])}
-    outs = [planner.result(n, i) for i in range(len(data["specs"]))]
-    carries = [planner.scratch(outs[k].shape, outs[k].dtype) for k in range(plan.n_carry)]
-    where = {}  # body buffer -> outer buffer, for the body's constants and intermediates
+    where = {}
     for buf in body.buffers:
         if isinstance(buf, buffers.ConstantBuffer):
             where[buf.index] = planner.constant(buf.array)
@@ -50,7 +118,18 @@ def scan_loop(planner, n):
             where[buf.index] = planner.scratch(buf.shape, buf.dtype).buffer
     for kernel in body.kernels:  # kernel names are module-wide: make them unique
         kernel.name = f"loop{next(_NAMES)}_{kernel.name}"
-    return [LoopCall(plan, body, args, outs, carries, where, packed)]
+    return NativeBody(body, where)
+
+
+def pack_arguments(planner, args, positions):
+    """{argument j: scratch Layout} for the read arguments that are not contiguous (a
+    transposed view...): they are copied once, before the loop. None when one has no
+    Layout (numpy makes it in a form native code cannot read)."""
+    wanted = set(positions.values()) if isinstance(positions, dict) else set(positions)
+    if any(args[j] is None for j in wanted):
+        return None
+    return {j: planner.scratch(args[j].shape, args[j].dtype) for j in wanted
+            if not _is_contiguous(args[j])}
 
 
 def _is_contiguous(layout):
@@ -62,18 +141,17 @@ class LoopCall(NativeCall):
     stacked ys, stacked history) are the node's Layouts; `carries` the second carry
     buffers; `where` maps the body's constants and intermediates to outer buffers."""
 
-    def __init__(self, plan, body, args, outs, carries, where, packed):
+    def __init__(self, plan, body, args, outs, carries, packed):
         reads = {a.buffer for a in args if a is not None}
         writes = {o.buffer for o in outs} | {c.buffer for c in carries} | \
-            set(where.values()) | {p.buffer for p in packed.values()}
+            set(body.where.values()) | {p.buffer for p in packed.values()}
         super().__init__(reads, writes, ())
         self.plan, self.body, self.args, self.outs = plan, body, args, outs
-        self.carries, self.where, self.packed = carries, where, packed
-        self.kernels = tuple(body.kernels)
-        self.name = f"loop{next(_NAMES)}_body"
+        self.carries, self.packed = carries, packed
+        self.kernels = tuple(body.plan.kernels)
 
     def emit(self, entry):
-        body_fn = self._emit_body(entry.module, entry.vector_bytes)
+        body_fn = self.body.emit_function(entry.module, entry.vector_bytes)
         b, plan = entry.b, self.plan
         nc, nk, ny = plan.n_consts, plan.n_carry, plan.n_ys
         args = [entry.pointer(a) if a is not None else None for a in self.args]
@@ -86,10 +164,8 @@ class LoopCall(NativeCall):
         first = outs[:nk] if n % 2 == 0 else spare  # so that the last step writes outs
         for k in range(nk):
             _copy(b, args[nc + k], first[k], self.outs[k])
-        table = b.alloca(PTR, size=len(self.body.buffers))
-        direct = self._direct_outputs()
-        for buf, outer in self.where.items():
-            b.store(entry.data[outer], program._at(b, table, buf, PTR))
+        table = self.body.table(b, entry.data)
+        direct = self.body.direct_outputs()
 
         def step(j):
             i = b.sub(ir.Constant(I64, n - 1), j) if plan.reverse else j
@@ -106,26 +182,13 @@ class LoopCall(NativeCall):
             for j, buf in direct.items():
                 b.store(destinations[j], program._at(b, table, buf, PTR))
             b.call(body_fn, [table])
-            self._store_outputs(b, table, destinations, direct)
+            self.body.store_outputs(b, table, destinations, direct)
         # unroll=k: k steps' code per trip of the native loop, the rest one by one
         k = max(1, min(int(plan.unroll), n or 1))
         whole = n - n % k
         for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, whole), k, lambda j: [
             step(b.add(j, ir.Constant(I64, u))) for u in range(k)])
         for_loop(b, ir.Constant(I64, whole), ir.Constant(I64, n), 1, step)
-
-    def _emit_body(self, module, vector_bytes):
-        """void <name>_body(i8 **table): the body's native calls on the table's pointers."""
-        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name=self.name)
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        data = {buf.index: b.load(program._at(b, fn.args[0], buf.index, PTR), typ=PTR)
-                for buf in self.body.buffers}
-        inner = program.Entry(b, module, data, vector_bytes)
-        for step in self.body.steps:
-            for call in step.calls:
-                call.emit(inner)
-        b.ret_void()
-        return fn
 
     def _fill_inputs(self, b, table, args, carry_in, i):
         """Each body input buffer's pointer for step i."""
@@ -143,36 +206,10 @@ class LoopCall(NativeCall):
                 ptr = _slice(b, args[j], self.args[j], i)
             b.store(ptr, program._at(b, table, buf.index, PTR))
 
-    def _direct_outputs(self):
-        """{output j: body buffer} for body outputs a native call writes whole into a
-        buffer of its own: the loop points that buffer at the output's destination, so
-        the body writes the carry or the y slot itself (no copy)."""
-        body, seen, direct = self.body, {}, {}
-        for j, key in enumerate(body.returned):
-            layout = body.layouts[key]
-            seen.setdefault(layout.buffer, []).append(j)
-        for j, key in enumerate(body.returned):
-            layout, buf = body.layouts[key], body.buffers[body.layouts[key].buffer]
-            if isinstance(buf, buffers.ResultBuffer) and len(seen[layout.buffer]) == 1 \
-                    and layout.offset == 0 and tuple(layout.shape) == buf.shape:
-                direct[j] = layout.buffer
-        return direct
-
     def _destinations(self, b, carry_out, ys, i):
         nk = self.plan.n_carry
         return [carry_out[j] if j < nk else _slice(b, ys[j - nk], self.outs[j], i)
                 for j in range(len(self.body.returned))]
-
-    def _store_outputs(self, b, table, destinations, direct):
-        """Copy each body output the body did not write in place to its destination."""
-        for j, key in enumerate(self.body.returned):
-            if j in direct:
-                continue
-            layout = self.body.layouts[key]
-            src = b.gep(b.load(program._at(b, table, layout.buffer, PTR), typ=PTR),
-                        [ir.Constant(I64, layout.offset)], source_etype=_elem(layout.dtype))
-            _copy(b, src, destinations[j], layout._replace(offset=0))
-
 
 def _slice(b, base, stacked, i):
     """Pointer to slice i (along dim 0) of the contiguous stacked value at base, whose

@@ -84,6 +84,7 @@ class While(ArrayFunction):
     """carry = body(carry) while cond(carry)."""
     public_name = "while_loop"
     variants = ()
+    native_while = True  # codegen makes it an LLVM loop when cond and body lower
     runs_its_plan = True  # its arguments are laid out as its plan says (hoisting)
 
     @staticmethod

@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
+import tracemalloc
 
 import numpy as np
 
@@ -110,7 +111,15 @@ def run_adkit(case, repeats):
         steady = _steady(lambda: g(w, h0), repeats)
         run = dict(ck.LAST_RUN) if s is not None else {"forward_steps": 999,
                                                        "stored_carries": 1000}
-        return {"total_ms": steady * 1e3, **run}
+        # peak memory: the compiled plan's own buffers (kept between calls) plus what a
+        # call allocates (numpy's allocations are traced by tracemalloc)
+        kept = sum(b.nbytes for b in g.compile(w, h0).buffers
+                   if type(b).__name__ in ("TempBuffer", "ResultBuffer"))
+        tracemalloc.start()
+        g(w, h0)
+        peak = kept + tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return {"total_ms": steady * 1e3, "peak_kb": peak / 1024, **run}
     raise ValueError(case)
 
 
@@ -189,15 +198,16 @@ def main():
             ratio = f"{res['adkit']['total_ms'] / res['jax']['total_ms']:.2f}"
         print(f"| {case} | " + " | ".join(cells) + f" | {ratio} |")
     if "adkit" in frameworks:
-        print("\n| checkpoint (n=1000) | forward steps | carries stored | grad ms |")
-        print("|---|---|---|---|")
+        print("\n| checkpoint (n=1000) | forward steps | carries stored | peak memory KB "
+              "| grad ms |")
+        print("|---|---|---|---|---|")
         for s in ["None", "2", "5", "10", "30"]:
             r = _child("adkit", f"revolve-{s}", args.repeats)
             if "error" in r:
-                print(f"| {s} | error: {r['error'][:60]} | | |")
+                print(f"| {s} | error: {r['error'][:60]} | | | |")
                 continue
             print(f"| {s} | {r['forward_steps']} | {r['stored_carries']} | "
-                  f"{r['total_ms']:.1f} |")
+                  f"{r['peak_kb']:.0f} | {r['total_ms']:.1f} |")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """What the loop and branch ops share: when to build a node, carry checks, plans.
 
-Owns: `use_op_path` (a higher-order op builds its node under tracing or vmap, or when
+Owns: `PlanOp` (the base of the loop and branch ops), `use_op_path` (a higher-order op builds its node under tracing or vmap, or when
 checkpointing asks for it; otherwise Python runs the loop and autograd records it),
 `as_tensor_leaves` (a pytree's leaves as tensors), `check_same_specs` (JAX's carry
 checks, naming the leaf), `Plan` (the params object of a higher-order op node: its
@@ -17,6 +17,7 @@ from ..func._vmap import BatchInterpreter
 from ..ir import printing, rules
 from ..ir.trace import TracingInterpreter
 from ..tensor import Tensor, _make, tensor, zeros
+from ..ops._families import ArrayFunction
 from .body import is_tensor
 
 
@@ -87,6 +88,17 @@ def describe_tree(spec):
         inner = ", ".join(f"{k!r}: {describe_tree(c)}" for k, c in zip(spec.meta, spec.children))
         return "{" + inner + "}"
     return f"{spec.kind}({inner})"
+
+
+class PlanOp(ArrayFunction):
+    """A higher-order op: its first argument is its plan (a Plan), the rest tensors.
+    What every such op's autograd context keeps: the plan and the tensor arguments."""
+    variants = ()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.plan = inputs[0]
+        ctx.save_for_backward(*inputs[1:])
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -17,9 +17,8 @@ from .._pytree import tree_unflatten
 from ..dtypes import int64
 from ..ir.printing import format_spec
 from ..ops import FUNCTIONS
-from ..ops._families import ArrayFunction
 from ..tensor import Tensor, tensor
-from ._common import (Plan, as_tensor_leaves, describe_tree, is_float, materialize, spec,
+from ._common import (PlanOp, Plan, as_tensor_leaves, describe_tree, is_float, materialize, spec,
                       use_op_path)
 from ..ir.evaluate import array_runner
 from .body import fresh, trace_body
@@ -41,10 +40,9 @@ class SwitchPlan(Plan):
         return [g.specs_of(n)[0] for n in g.outputs]
 
 
-class Switch(ArrayFunction):
+class Switch(PlanOp):
     """outputs = branches[clamp(index)](consts, operands)."""
     public_name = "switch"
-    variants = ()
 
     @staticmethod
     def forward(plan, index, *arrays):
@@ -57,11 +55,6 @@ class Switch(ArrayFunction):
             raise ValueError("switch: the index must be an integer 0-d tensor")
         plan.check_arguments(arrays, plan.input_specs(), "switch")
         return tuple(plan.output_specs())
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.plan = inputs[0]
-        ctx.save_for_backward(*inputs[1:])
 
     @staticmethod
     def backward(ctx, *cts):

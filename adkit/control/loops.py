@@ -21,7 +21,7 @@ from ..ir.graph import Graph
 from ..ops import FUNCTIONS
 from ..ops._families import ArrayFunction
 from ..tensor import Tensor, _make, tensor
-from ._common import (Plan, as_tensor_leaves, check_same_specs, is_float, materialize, spec,
+from ._common import (PlanOp, Plan, as_tensor_leaves, check_same_specs, is_float, materialize, spec,
                       use_op_path)
 from ..ir.evaluate import array_runner
 from .body import fresh, trace_body
@@ -80,10 +80,9 @@ class WhilePlan(Plan):
         return seen, carry
 
 
-class While(ArrayFunction):
+class While(PlanOp):
     """carry = body(carry) while cond(carry)."""
     public_name = "while_loop"
-    variants = ()
     native_while = True  # codegen makes it an LLVM loop when cond and body lower
     runs_its_plan = True  # its arguments are laid out as its plan says (hoisting)
 
@@ -100,11 +99,6 @@ class While(ArrayFunction):
         plan.check_arguments(arrays, cond_specs + body_specs + plan.carry_specs(),
                              "while_loop")
         return tuple(plan.carry_specs())
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.plan = inputs[0]
-        ctx.save_for_backward(*inputs[1:])
 
     @staticmethod
     def backward(ctx, *cts):

@@ -18,9 +18,8 @@ import numpy as np
 from .._pytree import tree_flatten, tree_unflatten
 from ..ir.graph import Graph
 from ..ir.rules import TensorSpec
-from ..ops._families import ArrayFunction
 from ..ops.join import Stack
-from ._common import (Plan, as_tensor_leaves, check_same_specs, is_float, materialize,
+from ._common import (PlanOp, Plan, as_tensor_leaves, check_same_specs, is_float, materialize,
                       spec, use_op_path, zeros_of)
 from ..ir.evaluate import array_runner
 from .body import fresh, is_tensor, trace_body
@@ -79,10 +78,9 @@ class ScanPlan(Plan):
         return carries + stacked + hist
 
 
-class Scan(ArrayFunction):
+class Scan(PlanOp):
     """A loop over the leading dim of xs: carry, y = body(consts, carry, x) per step."""
     public_name = "scan"
-    variants = ()
     runs_its_plan = True  # its arguments are laid out as its plan says (hoisting)
     native_loop = True  # codegen makes it an LLVM loop when its body lowers completely
 
@@ -107,11 +105,6 @@ class Scan(ArrayFunction):
     def infer(plan, *arrays):
         plan.check_arguments(arrays, plan.argument_specs(), "scan")
         return tuple(plan.output_specs())
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.plan = inputs[0]
-        ctx.save_for_backward(*inputs[1:])
 
     @staticmethod
     def backward(ctx, *cts):

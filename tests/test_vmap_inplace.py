@@ -234,3 +234,22 @@ def test_nested_vmap_writes_into_the_clone():
     g_want = ak.autograd.grad(want.sum(), (a, w))
     for g, e in zip(g_got, g_want):
         np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_clone_under_vmap_is_c_contiguous_per_example_so_view_works():
+    """Found by the fuzzer: a scan's ys come out of vmap batched at dim 1; clone kept the
+    batch dim there, so each example of the copy was not contiguous and view(-1) failed,
+    where the loop of examples succeeds."""
+    xs = ak.tensor(np.arange(24.0).reshape(3, 2, 4))  # batch dim 1, of size 2
+
+    def f(x):
+        y = x.clone()
+        y.view(-1)[::2].zero_()
+        return y
+    got = ak.func.vmap(f, in_dims=1)(xs)
+    want = ak.stack([f(xs[:, b]) for b in range(2)])
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    scanned = ak.func.vmap(lambda x: f(ak.scan(lambda c, r: (c + r, c * r), x[0] * 0, x)[1]))
+    batch = ak.tensor(np.random.default_rng(0).standard_normal((2, 3, 4)))
+    np.testing.assert_allclose(scanned(batch).numpy(), np.stack(
+        [f(ak.scan(lambda c, r: (c + r, c * r), b[0] * 0, b)[1]).numpy() for b in batch]))

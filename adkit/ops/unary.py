@@ -766,5 +766,7 @@ class Clone(ArrayFunction):
 
     @classmethod
     def vmap(cls, info, in_dims, x):
-        """Batching rule: a copy of the physical tensor, batch dim where it was."""
-        return cls.apply(x), in_dims[0]
+        """Batching rule: a C-order copy with the batch dim in front, so each example is
+        C-contiguous, as clone makes it eagerly (a later view(-1) must work per example
+        as it does in a loop; a batch dim left in the middle would split each example)."""
+        return cls.apply(x.movedim(in_dims[0], 0)), 0

@@ -36,43 +36,47 @@ def snapshots(checkpoint, n):
 
 
 class ScanCheckpointGrad(ArrayFunction):
-    """(consts, init, xs, carry cotangents, ys cotangents) -> gradients of (consts,
-    init, xs), by the Revolve schedule for `plan.checkpoint`; `back` is the body's vjp
-    step graph (consts, ct carry, acc, carry, x, ct y) -> (ct carry, acc, grad x)."""
+    """(consts, init, xs, float carries' cotangents, float ys' cotangents) -> gradients
+    of (the float carries' init, the float consts, the float xs), by the Revolve schedule
+    for `plan.checkpoint`; `back` is the body's recomputing vjp step (consts, ct, acc,
+    carry, x, ct y) -> (ct, acc, grad x), floats only where cotangents are concerned."""
     public_name = "scan_checkpoint_grad"
     variants = ()
 
     @staticmethod
     def forward(plan, back, *arrays):
-        nc, nk, nx, ny = plan.n_consts, plan.n_carry, plan.n_xs, plan.n_ys
-        consts, init, xs, ct, ct_ys = split(list(arrays), [nc, nk, nx, nk, ny])
+        nc, nk, nx = plan.n_consts, plan.n_carry, plan.n_xs
+        fc, fk, fx, fy = plan.float_positions()
+        consts, init, xs, ct, ct_ys = split(list(arrays), [nc, nk, nx, len(fk), len(fy)])
         order = list(plan.steps())  # chain step k reads xs at index order[k]
         body, back_body = array_runner(plan.body), array_runner(back)
 
         def step(k, carry):
             return body(consts + carry + [x[order[k]] for x in xs])[:nk]
-        acc = [np.zeros_like(c) for c in consts]
-        g_xs = [np.zeros_like(x) for x in xs]
+        acc = [np.zeros_like(consts[j]) for j in fc]
+        g_xs = [np.zeros_like(xs[j]) for j in fx]
 
         def turn(k, carry, ct):
             nonlocal acc
             i = order[k]
             outs = back_body(consts + ct + acc + carry + [x[i] for x in xs] +
                              [y[i] for y in ct_ys])
-            ct, acc, g_x = split(outs, [nk, nc, nx])
+            ct, acc, g_x = split(outs, [len(fk), len(fc), len(fx)])
             for g, gi in zip(g_xs, g_x):
                 g[i] = gi
             return ct
         ct = walk_schedule(plan.length, snapshots(plan.checkpoint, plan.length), init, ct,
                            step, turn)
-        return fresh(acc + ct + g_xs, arrays)
+        return fresh(ct + acc + g_xs, arrays)
 
     @staticmethod
     def infer(plan, back, *arrays):
+        fc, fk, fx, _ = plan.float_positions()
         specs = plan.input_specs()
         c_specs, k_specs, x_specs = split(specs, [plan.n_consts, plan.n_carry, plan.n_xs])
         stacked = [type(s)((plan.length,) + tuple(s.shape), s.dtype) for s in x_specs]
-        return tuple(c_specs + k_specs + stacked)
+        return tuple([k_specs[k] for k in fk] + [c_specs[j] for j in fc] +
+                     [stacked[j] for j in fx])
 
     @staticmethod
     def setup_context(ctx, inputs, output):

@@ -47,6 +47,14 @@ class ScanPlan(Plan):
     def n_ys(self):
         return len(self.body.outputs) - self.n_carry
 
+    def float_positions(self):
+        """Which consts, carries, xs and ys are floats (only they carry cotangents)."""
+        c_specs, k_specs, x_specs = split(self.input_specs(),
+                                          [self.n_consts, self.n_carry, self.n_xs])
+        y_specs = [self.body.specs_of(n)[0] for n in self.body.outputs][self.n_carry:]
+        return tuple([j for j, s in enumerate(specs) if is_float(s)]
+                     for specs in (c_specs, k_specs, x_specs, y_specs))
+
     def const_slots(self):
         """{body: (first const input, first const argument, count)} (for hoisting)."""
         return {"body": (0, 0, self.n_consts)}
@@ -139,49 +147,55 @@ def scan_vjp(plan, args, cts):
     consts, init, xs = split(list(args), [nc, nk, plan.n_xs])
     if plan.checkpoint is not None:  # nothing was stored: walk the Revolve schedule
         back = plan.derived("recomputing vjp", lambda: _recomputing_back_body(plan))
-        outs = ScanCheckpointGrad.apply(plan, back, *args, *cts[:nk + ny])
-        return [g if is_float(spec(a)) else None for g, a in zip(outs, args)]
+        fc, fk, fx, fy = plan.float_positions()
+        outs = ScanCheckpointGrad.apply(plan, back, *args, *[cts[k] for k in fk],
+                                        *[cts[nk + j] for j in fy])
+        return _placed(outs, plan, len(args))
     forward, back = plan.derived("residual vjp", lambda: _residual_plans(plan))
-    fc, fk, fx, fy = _float_positions(plan)
+    fc, fk, fx, fy = plan.float_positions()
     outs = Scan.apply(forward, *args)
     residuals = list(outs[nk + ny:nk + forward.n_ys])
     acc = [zeros_of(spec(consts[j])) for j in fc]
     outs = Scan.apply(back, *consts, *[cts[k] for k in fk], *acc, *residuals, *xs,
                       *[cts[nk + j] for j in fy], *[cts[nk + ny + k] for k in fk[:nh]])
-    g_init, g_consts, g_xs = split(list(outs), [len(fk), len(fc), len(fx)])
-    grads = [None] * len(args)
-    for positions, values, start in ((fc, g_consts, 0), (fk, g_init, nc),
-                                     (fx, g_xs, nc + nk)):
-        for j, g in zip(positions, values):
-            grads[start + j] = g
-    return grads
+    return _placed(outs, plan, len(args))
 
 
-def _float_positions(plan):
-    """Which consts, carries, xs and ys are floats (only they carry cotangents)."""
-    nc, nk, nx = plan.n_consts, plan.n_carry, plan.n_xs
-    c_specs, k_specs, x_specs = split(plan.input_specs(), [nc, nk, nx])
-    y_specs = [plan.body.specs_of(n)[0] for n in plan.body.outputs][nk:]
-    return tuple([j for j, s in enumerate(specs) if is_float(s)]
-                 for specs in (c_specs, k_specs, x_specs, y_specs))
+def _placed(grads, plan, n_args):
+    """One gradient per Scan argument from a reverse pass's results (the float carries'
+    cotangents, the float consts' gradients, the float xs' gradients): None for the
+    rest."""
+    fc, fk, fx, _ = plan.float_positions()
+    out, it = [None] * n_args, iter(grads)
+    for positions, start in ((fk, plan.n_consts), (fc, 0), (fx, plan.n_consts + plan.n_carry)):
+        for j in positions:
+            out[start + j] = next(it)
+    return out
 
 
 def _recomputing_back_body(plan):
-    """The reverse step for checkpointing, which stores carries only: (consts, carry
-    cotangent, consts' gradients so far, the carry entering the step, x, y cotangent)
-    -> (cotangent of that carry, consts' gradients, gradient of x); it recomputes the
-    step's forward inside the body's vjp."""
+    """The reverse step for checkpointing, which stores carries only: (consts, float
+    carries' cotangents, float consts' gradients so far, the carry entering the step,
+    x, float ys' cotangents) -> (cotangents of the float carries before the step, float
+    consts' gradients, float xs' gradients); it recomputes the step inside the body's
+    vjp."""
     nc, nk, nx, ny = plan.n_consts, plan.n_carry, plan.n_xs, plan.n_ys
+    fc, fk, fx, fy = plan.float_positions()
     vjp, n_out = vjp_parts(plan.body)
     c_specs, k_specs, x_specs = split(plan.input_specs(), [nc, nk, nx])
     y_specs = [plan.body.specs_of(n)[0] for n in plan.body.outputs][nk:]
 
     def step(*values):
-        consts, ct_carry, acc, carry, x, ct_y = split(values, [nc, nk, nc, nk, nx, ny])
-        grads = call(vjp, consts + carry + x + ct_carry + ct_y)[n_out:]
+        consts, ct_carry, acc, carry, x, ct_y = split(
+            values, [nc, len(fk), len(fc), nk, nx, len(fy)])
+        cts = _widen(ct_carry, fk, k_specs) + _widen(ct_y, fy, y_specs)
+        grads = call(vjp, consts + carry + x + cts)[n_out:]
         g_consts, g_carry, g_x = split(grads, [nc, nk, nx])
-        return g_carry + [a + g for a, g in zip(acc, g_consts)] + g_x
-    return graph_of(step, c_specs + k_specs + c_specs + k_specs + x_specs + y_specs)
+        return ([g_carry[k] for k in fk] + [a + g_consts[j] for a, j in zip(acc, fc)] +
+                [g_x[j] for j in fx])
+    pick = lambda specs, positions: [specs[j] for j in positions]  # noqa: E731
+    return graph_of(step, c_specs + pick(k_specs, fk) + pick(c_specs, fc) + k_specs +
+                    x_specs + pick(y_specs, fy))
 
 
 def _residual_plans(plan):
@@ -197,7 +211,7 @@ def _residual_plans(plan):
     c_specs, k_specs, x_specs = split(plan.input_specs(), [nc, nk, nx])
     y_specs = [plan.body.specs_of(n)[0] for n in plan.body.outputs][nk:]
 
-    fc, fk, fx, fy = _float_positions(plan)
+    fc, fk, fx, fy = plan.float_positions()
 
     def step(*values):
         consts, ct_carry, acc, res, x, ct_y, ct_h = split(

@@ -15,6 +15,7 @@ from ..ir.passes.fuse import contraction, reduction_dims
 from . import buffers, kernels, program
 from .loops import scan_loop
 from .while_loops import while_loop
+from .revolve_loops import revolve_loop
 from .buffers import Layout, broadcast_strides, contiguous_strides
 from .kernels import In, Tmp
 
@@ -192,7 +193,8 @@ def moves(planner, n):
     return [program.CopyCall(sources, out, spec.dtype.np, fill, accumulate)]
 
 
-RULES = (fused_kernel, gemm, copy_loops, moves, scan_loop, while_loop)  # in order, after views
+RULES = (fused_kernel, gemm, copy_loops, moves, scan_loop, while_loop,  # in order, after views
+         revolve_loop)
 
 
 def kernel_for(graph, n, name, in_layouts):

@@ -154,6 +154,14 @@ class Plan:
         return f"{type(self).__name__}({facts})"
 
 
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class StepPlan(Plan):
+    """One step graph as a node's param (a reverse pass's step), so that passes that
+    recurse into bodies (dce, fuse...) reach it too."""
+    graph: object = None
+    body_fields = ("graph",)
+
+
 def example(spec):
     """A zero tensor of a TensorSpec (what passes trace wrappers with)."""
     return _make(np.zeros(spec.shape, spec.dtype.np))

@@ -42,6 +42,7 @@ class ScanCheckpointGrad(ArrayFunction):
     carry, x, ct y) -> (ct, acc, grad x), floats only where cotangents are concerned."""
     public_name = "scan_checkpoint_grad"
     variants = ()
+    native_revolve = True  # codegen walks the schedule natively when both steps lower
 
     @staticmethod
     def forward(plan, back, *arrays):
@@ -49,7 +50,7 @@ class ScanCheckpointGrad(ArrayFunction):
         fc, fk, fx, fy = plan.float_positions()
         consts, init, xs, ct, ct_ys = split(list(arrays), [nc, nk, nx, len(fk), len(fy)])
         order = list(plan.steps())  # chain step k reads xs at index order[k]
-        body, back_body = array_runner(plan.body), array_runner(back)
+        body, back_body = array_runner(plan.body), array_runner(back.graph)
 
         def step(k, carry):
             return body(consts + carry + [x[order[k]] for x in xs])[:nk]

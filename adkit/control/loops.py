@@ -21,7 +21,7 @@ from ..ir.graph import Graph
 from ..ops import FUNCTIONS
 from ..ops._families import ArrayFunction
 from ..tensor import Tensor, _make, tensor
-from ._common import (PlanOp, Plan, as_tensor_leaves, check_same_specs, is_float, materialize, spec,
+from ._common import (PlanOp, StepPlan, Plan, as_tensor_leaves, check_same_specs, is_float, materialize, spec,
                       use_op_path)
 from ..ir.evaluate import array_runner
 from .body import fresh, trace_body
@@ -104,7 +104,7 @@ class While(PlanOp):
     def backward(ctx, *cts):
         plan, args = ctx.plan, ctx.saved_tensors
         cts = materialize(list(cts), plan.carry_specs())
-        back = plan.derived("vjp", lambda: _backward_body(plan))
+        back = plan.derived("vjp", lambda: StepPlan(graph=_backward_body(plan)))
         grads = WhileGrad.apply(plan, back, *args, *cts)
         grads = grads if isinstance(grads, tuple) else (grads,)
         return (None,) + tuple(g if is_float(spec(a)) else None for g, a in zip(grads, args))
@@ -136,7 +136,7 @@ class WhileGrad(ArrayFunction):
         nq, nb, nk = plan.n_cond_consts, plan.n_body_consts, plan.n_carry
         cc, bc, init, ct = split(list(arrays), [nq, nb, nk, nk])
         g_bc = [np.zeros_like(c) for c in bc]
-        back_body, body = array_runner(back), array_runner(plan.body)
+        back_body, body = array_runner(back.graph), array_runner(plan.body)
 
         def turn(_k, carry, ct):
             nonlocal g_bc
@@ -180,7 +180,8 @@ class WhileGrad(ArrayFunction):
         cc, bc, init, ct = split(list(args), [nq, nb, nk, nk])
         _, t_bc, t_init, t_ct = split(tangents, [nq, nb, nk, nk])
         plan_j = plan.derived("jvp", lambda: _jvp_plan(plan))
-        back_j = plan.derived("jvp of vjp", lambda: _jvp_of_backward(plan, ctx.back))
+        back_j = plan.derived("jvp of vjp", lambda: StepPlan(
+            graph=_jvp_of_backward(plan, ctx.back.graph)))
         outs = WhileGrad.apply(plan_j, back_j, *cc, *bc, *t_bc, *init, *t_init, *ct, *t_ct)
         g_cc, _, t_g_bc, _, t_g_init = split(list(outs), [nq, nb, nb, nk, nk])
         return tuple([g * 0 for g in g_cc] + t_g_bc + t_g_init)

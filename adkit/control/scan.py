@@ -19,7 +19,7 @@ from .._pytree import tree_flatten, tree_unflatten
 from ..ir.graph import Graph
 from ..ir.rules import TensorSpec
 from ..ops.join import Stack
-from ._common import (PlanOp, Plan, as_tensor_leaves, check_same_specs, is_float, materialize,
+from ._common import (PlanOp, StepPlan, Plan, as_tensor_leaves, check_same_specs, is_float, materialize,
                       spec, use_op_path, zeros_of)
 from ..ir.evaluate import array_runner
 from .body import fresh, is_tensor, trace_body
@@ -146,7 +146,8 @@ def scan_vjp(plan, args, cts):
     cts = materialize(list(cts), plan.output_specs())
     consts, init, xs = split(list(args), [nc, nk, plan.n_xs])
     if plan.checkpoint is not None:  # nothing was stored: walk the Revolve schedule
-        back = plan.derived("recomputing vjp", lambda: _recomputing_back_body(plan))
+        back = plan.derived("recomputing vjp",
+                            lambda: StepPlan(graph=_recomputing_back_body(plan)))
         fc, fk, fx, fy = plan.float_positions()
         outs = ScanCheckpointGrad.apply(plan, back, *args, *[cts[k] for k in fk],
                                         *[cts[nk + j] for j in fy])

@@ -6,9 +6,10 @@ Python loop or branch when run eagerly (autograd records it). Does not: hold log
 """
 from .branch import Switch, SwitchPlan, cond, switch
 from .hoist import hoist_invariants
-from .merge import merge_residual_scans
 from .loops import While, WhileGrad, WhilePlan, fori_loop, while_loop
+from .merge import merge_residual_scans
 from .scan import Scan, ScanPlan, scan
 
-__all__ = ["hoist_invariants", "merge_residual_scans", "scan", "fori_loop", "while_loop", "cond", "switch", "Scan", "ScanPlan", "Switch",
-           "SwitchPlan", "While", "WhileGrad", "WhilePlan"]
+__all__ = ["hoist_invariants", "merge_residual_scans", "scan", "fori_loop", "while_loop",
+           "cond", "switch", "Scan", "ScanPlan", "Switch", "SwitchPlan", "While", "WhileGrad",
+           "WhilePlan"]

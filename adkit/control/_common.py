@@ -1,11 +1,11 @@
 """What the loop and branch ops share: when to build a node, carry checks, plans.
 
-Owns: `PlanOp` (the base of the loop and branch ops), `use_op_path` (a higher-order op builds its node under tracing or vmap, or when
-checkpointing asks for it; otherwise Python runs the loop and autograd records it),
-`as_tensor_leaves` (a pytree's leaves as tensors), `check_same_specs` (JAX's carry
-checks, naming the leaf), `Plan` (the params object of a higher-order op node: its
-bodies plus static facts, with a per-plan cache of derived plans), and small tensor
-helpers the rules share. Does not: define any op.
+Owns: `PlanOp` (the base of the loop and branch ops), `use_op_path` (a higher-order op
+builds its node under tracing or vmap, or when checkpointing asks for it; otherwise
+Python runs the loop and autograd records it), `as_tensor_leaves` (a pytree's leaves as
+tensors), `check_same_specs` (JAX's carry checks, naming the leaf), `Plan` (the params
+object of a higher-order op node: its bodies plus static facts, with a per-plan cache of
+derived plans), and small tensor helpers the rules share. Does not: define any op.
 """
 import dataclasses
 
@@ -16,8 +16,8 @@ from .._pytree import tree_flatten
 from ..func._vmap import BatchInterpreter
 from ..ir import printing, rules
 from ..ir.trace import TracingInterpreter
-from ..tensor import Tensor, _make, tensor, zeros
 from ..ops._families import ArrayFunction
+from ..tensor import Tensor, _make, tensor, zeros
 from .body import is_tensor
 
 

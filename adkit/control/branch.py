@@ -15,14 +15,22 @@ import numpy as np
 
 from .._pytree import tree_unflatten
 from ..dtypes import int64
+from ..ir.evaluate import array_runner
 from ..ir.printing import format_spec
 from ..ops import FUNCTIONS
 from ..tensor import Tensor, tensor
-from ._common import (PlanOp, Plan, as_tensor_leaves, describe_tree, is_float, materialize, spec,
-                      use_op_path)
-from ..ir.evaluate import array_runner
+from ._common import (
+    Plan,
+    PlanOp,
+    as_tensor_leaves,
+    describe_tree,
+    is_float,
+    materialize,
+    spec,
+    use_op_path,
+)
 from .body import fresh, trace_body
-from .derive import call, graph_of, jvp_parts, split, vjp_parts, vmap_graph
+from .derive import call, graph_of, jvp_parts, vjp_parts, vmap_graph
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -87,7 +95,7 @@ def _derived_branches(plan, make_step, specs):
 
 def _backward_plan(plan):
     """Branches (args..., cotangents...) -> one gradient per arg."""
-    n_in, n_out = len(plan.input_specs()), len(plan.output_specs())
+    n_out = len(plan.output_specs())
 
     def make_step(branch):
         vjp, _ = vjp_parts(branch)

@@ -4,8 +4,9 @@ its inputs and outputs rearranged into the layout the derived loop or branch nee
 the rules hold no per-op knowledge.
 
 Owns: `graph_of` (trace a wrapper over tensors into a clean Graph), the three
-rearrangements `vjp_parts`, `jvp_parts`, `vmap_graph`, and `split_vjp` (the vjp cut
-into a forward that emits residuals and a backward that reads them) with `subgraph`. Does not: build nodes.
+rearrangements `vjp_parts`, `jvp_parts`, `vmap_graph`, and `split_vjp` (the vjp cut into
+a forward that emits residuals and a backward that reads them) with `subgraph`. Does
+not: build nodes.
 """
 from ..ir import passes
 from ..ir.evaluate import run

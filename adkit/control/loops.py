@@ -17,13 +17,22 @@ import numpy as np
 
 from .._pytree import tree_unflatten
 from ..dtypes import bool_, int64
+from ..ir.evaluate import array_runner
 from ..ir.graph import Graph
 from ..ops import FUNCTIONS
 from ..ops._families import ArrayFunction
 from ..tensor import Tensor, _make, tensor
-from ._common import (PlanOp, StepPlan, Plan, as_tensor_leaves, check_same_specs, is_float, materialize, spec,
-                      use_op_path)
-from ..ir.evaluate import array_runner
+from ._common import (
+    Plan,
+    PlanOp,
+    StepPlan,
+    as_tensor_leaves,
+    check_same_specs,
+    is_float,
+    materialize,
+    spec,
+    use_op_path,
+)
 from .body import fresh, trace_body
 from .checkpoint import snapshots, walk_schedule
 from .derive import call, graph_of, jvp_parts, split, vjp_parts, vmap_graph

@@ -16,12 +16,22 @@ import dataclasses
 import numpy as np
 
 from .._pytree import tree_flatten, tree_unflatten
+from ..ir.evaluate import array_runner
 from ..ir.graph import Graph
 from ..ir.rules import TensorSpec
 from ..ops.join import Stack
-from ._common import (PlanOp, StepPlan, Plan, as_tensor_leaves, check_same_specs, is_float, materialize,
-                      spec, use_op_path, zeros_of)
-from ..ir.evaluate import array_runner
+from ._common import (
+    Plan,
+    PlanOp,
+    StepPlan,
+    as_tensor_leaves,
+    check_same_specs,
+    is_float,
+    materialize,
+    spec,
+    use_op_path,
+    zeros_of,
+)
 from .body import fresh, is_tensor, trace_body
 from .checkpoint import ScanCheckpointGrad, snapshots
 from .derive import call, graph_of, jvp_parts, split, split_vjp, vjp_parts, vmap_graph
@@ -180,7 +190,7 @@ def _recomputing_back_body(plan):
     x, float ys' cotangents) -> (cotangents of the float carries before the step, float
     consts' gradients, float xs' gradients); it recomputes the step inside the body's
     vjp."""
-    nc, nk, nx, ny = plan.n_consts, plan.n_carry, plan.n_xs, plan.n_ys
+    nc, nk, nx = plan.n_consts, plan.n_carry, plan.n_xs
     fc, fk, fx, fy = plan.float_positions()
     vjp, n_out = vjp_parts(plan.body)
     c_specs, k_specs, x_specs = split(plan.input_specs(), [nc, nk, nx])

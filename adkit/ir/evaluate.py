@@ -2,10 +2,11 @@
 
 Owns: calling a graph with tensors or arrays (checked against the traced signature), the
 node-by-node interpreter, and `array_runner` (a graph made into a cached list of steps
-on arrays, for loop bodies run many times). Every op node runs through `op.apply`, so evaluating under
-autograd records a differentiable tape, and under another interpreter (tracing, a
-transform) it is that interpreter's business: one loop for all uses (Autodidax's point).
-Errors name the node: its printed line and the user source line that made it.
+on arrays, for loop bodies run many times). Every op node runs through `op.apply`, so
+evaluating under autograd records a differentiable tape, and under another interpreter
+(tracing, a transform) it is that interpreter's business: one loop for all uses
+(Autodidax's point). Errors name the node: its printed line and the user source line
+that made it.
 """
 import weakref
 

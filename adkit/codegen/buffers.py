@@ -11,18 +11,14 @@ from collections import namedtuple
 
 import numpy as np
 
+from ..ops._helpers import c_strides
+
 # A value in memory: buffer index, element offset of its first element, shape, element
 # strides (0 where broadcast, negative where flipped), numpy dtype.
 Layout = namedtuple("Layout", ("buffer", "offset", "shape", "strides", "dtype"))
 
 
-def contiguous_strides(shape):
-    """Element strides of a C-ordered array of `shape`."""
-    strides, acc = [], 1
-    for n in reversed(shape):
-        strides.append(acc)
-        acc *= n
-    return tuple(strides[::-1])
+contiguous_strides = c_strides  # element strides of a C-ordered array of a shape
 
 
 def contiguous(buffer, shape, dtype):

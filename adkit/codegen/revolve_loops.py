@@ -76,7 +76,7 @@ class RevolveCall(NativeCall):
         self.slots = snapshots(plan.checkpoint, plan.length)
         specs = plan.input_specs()
         self.carry_layouts = _spec_layouts(specs[plan.n_consts:plan.n_consts + plan.n_carry])
-        body_out = [plan.body.specs_of(m)[0] for m in plan.body.outputs]
+        body_out = plan.body.output_specs()
 
         def scratch(layout, count=2):
             return [planner.scratch(layout.shape, layout.dtype) for _ in range(count)]

@@ -167,6 +167,11 @@ def example(spec):
     return _make(np.zeros(spec.shape, spec.dtype.np))
 
 
+def stacked(spec, length):
+    """The spec of `length` values of `spec` stacked on a new leading dim."""
+    return rules.TensorSpec((length,) + tuple(spec.shape), spec.dtype)
+
+
 def zeros_of(spec):
     return zeros(tuple(spec.shape), dtype=spec.dtype)
 

@@ -3,9 +3,10 @@ closed sub-Graph.
 
 Owns: `trace_body` (the callable's tensor leaves in, its result's leaves out; every
 tensor it closes over becomes an explicit extra input, JAX's "consts"), `Body` (the
-graph, the captured tensors, the result's structure) and `run_body` (a body graph on
-tensors, eagerly, as the numpy interpreter runs it). Does not: know which op a body
-belongs to, or transform bodies (the op rules call ir.passes).
+graph, the captured tensors, the result's structure) and `fresh` (a loop's or a
+branch's results as arrays of their own). Does not: run bodies (ir.evaluate's
+array_runner), know which op a body belongs to, or transform bodies (the op rules call
+ir.passes).
 
 Why every closed-over tensor becomes an input, whatever it is (a tracer of an outer
 trace, a vmap-batched tensor, a forward-AD dual, a leaf that requires grad, a plain
@@ -20,7 +21,6 @@ from .. import _dispatch
 from .._pytree import tree_flatten, tree_unflatten
 from ..autograd.grad_mode import no_grad
 from ..ir import rules
-from ..ir.evaluate import array_runner
 from ..ir.graph import Graph
 from ..ir.trace import TracerTensor, TracingInterpreter
 from ..tensor import Tensor, _make
@@ -65,7 +65,7 @@ class Body:
         return len(self.captured)
 
     def out_specs(self):
-        return [self.graph.specs_of(n)[0] for n in self.graph.outputs]
+        return self.graph.output_specs()
 
     def unflatten(self, tensors):
         """The result's structure filled with `tensors` (and its None leaves)."""
@@ -110,18 +110,6 @@ def _number_inputs(graph, n_captured):
             data["index"] = -1 - index if index < 0 else index + n_captured
 
 
-def run_body(graph, tensors):
-    """The body graph on tensors, with no interpreters and no autograd (how a loop's
-    forward evaluates it per step)."""
-    return arrays_to_tensors(run_arrays(graph, [t._data for t in tensors]))
-
-
-def run_arrays(graph, arrays):
-    """The body graph on numpy arrays (a list of arrays, one per output), by the graph's
-    cached step list (no graph walk per step)."""
-    return array_runner(graph)(arrays)
-
-
 def fresh(outputs, inputs):
     """The outputs as arrays of their own: one that is, or views, an input's memory (a
     loop that ran no step, a branch returning its operand) is copied, so an op's results
@@ -129,15 +117,9 @@ def fresh(outputs, inputs):
     out = []
     for o in outputs:
         o = np.asarray(o)
-        if any(np.shares_memory(o, a) for a in inputs if isinstance(a, np.ndarray)):
+        # may_share_memory: a bounds check (shares_memory's exact answer can cost far
+        # more); a false alarm only costs a copy
+        if any(np.may_share_memory(o, a) for a in inputs if isinstance(a, np.ndarray)):
             o = o.copy()
         out.append(o)
     return tuple(out)
-
-
-def arrays_to_tensors(arrays):
-    return [_make(a if isinstance(a, np.ndarray) else np.asarray(a)) for a in arrays]
-
-
-def specs_of(tensors):
-    return [rules.spec_of(t) for t in tensors]

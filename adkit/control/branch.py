@@ -41,11 +41,11 @@ class SwitchPlan(Plan):
 
     def input_specs(self):
         g = self.branches[0]
-        return [g.specs_of(n)[0] for n in g.inputs]
+        return g.input_specs()
 
     def output_specs(self):
         g = self.branches[0]
-        return [g.specs_of(n)[0] for n in g.outputs]
+        return g.output_specs()
 
 
 class Switch(PlanOp):

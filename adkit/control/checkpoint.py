@@ -17,6 +17,7 @@ import numpy as np
 from ..ir.evaluate import array_runner
 from ..ops._families import ArrayFunction
 from . import revolve
+from ._common import stacked
 from .body import fresh
 from .derive import split
 
@@ -75,9 +76,8 @@ class ScanCheckpointGrad(ArrayFunction):
         fc, fk, fx, _ = plan.float_positions()
         specs = plan.input_specs()
         c_specs, k_specs, x_specs = split(specs, [plan.n_consts, plan.n_carry, plan.n_xs])
-        stacked = [type(s)((plan.length,) + tuple(s.shape), s.dtype) for s in x_specs]
         return tuple([k_specs[k] for k in fk] + [c_specs[j] for j in fc] +
-                     [stacked[j] for j in fx])
+                     [stacked(x_specs[j], plan.length) for j in fx])
 
     @staticmethod
     def setup_context(ctx, inputs, output):

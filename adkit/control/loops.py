@@ -53,11 +53,11 @@ class WhilePlan(Plan):
         return len(self.body.outputs)
 
     def carry_specs(self):
-        return [self.body.specs_of(n)[0] for n in self.body.outputs]
+        return self.body.output_specs()
 
     def const_specs(self):
-        cond_in = [self.cond.specs_of(n)[0] for n in self.cond.inputs]
-        body_in = [self.body.specs_of(n)[0] for n in self.body.inputs]
+        cond_in = self.cond.input_specs()
+        body_in = self.body.input_specs()
         return cond_in[:self.n_cond_consts], body_in[:self.n_body_consts]
 
     def const_slots(self):

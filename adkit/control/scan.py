@@ -15,7 +15,7 @@ import dataclasses
 
 import numpy as np
 
-from .._pytree import tree_flatten, tree_unflatten
+from .._pytree import num_leaves, tree_flatten, tree_unflatten
 from ..ir.evaluate import array_runner
 from ..ir.graph import Graph
 from ..ir.rules import TensorSpec
@@ -29,6 +29,7 @@ from ._common import (
     is_float,
     materialize,
     spec,
+    stacked,
     use_op_path,
     zeros_of,
 )
@@ -61,7 +62,7 @@ class ScanPlan(Plan):
         """Which consts, carries, xs and ys are floats (only they carry cotangents)."""
         c_specs, k_specs, x_specs = split(self.input_specs(),
                                           [self.n_consts, self.n_carry, self.n_xs])
-        y_specs = [self.body.specs_of(n)[0] for n in self.body.outputs][self.n_carry:]
+        y_specs = self.body.output_specs()[self.n_carry:]
         return tuple([j for j, s in enumerate(specs) if is_float(s)]
                      for specs in (c_specs, k_specs, x_specs, y_specs))
 
@@ -77,23 +78,20 @@ class ScanPlan(Plan):
         return range(self.length - 1, -1, -1) if self.reverse else range(self.length)
 
     def input_specs(self):
-        return [self.body.specs_of(n)[0] for n in self.body.inputs]
+        return self.body.input_specs()
 
     def argument_specs(self):
         """The node's tensor arguments: consts and carries as the body takes them, xs
         with the scan's length in front."""
         specs = self.input_specs()
         head = specs[:self.n_consts + self.n_carry]
-        return head + [TensorSpec((self.length,) + tuple(s.shape), s.dtype)
-                       for s in specs[len(head):]]
+        return head + [stacked(s, self.length) for s in specs[len(head):]]
 
     def output_specs(self):
-        body_out = [self.body.specs_of(n)[0] for n in self.body.outputs]
+        body_out = self.body.output_specs()
         carries, ys = body_out[:self.n_carry], body_out[self.n_carry:]
-        stacked = [TensorSpec((self.length,) + tuple(s.shape), s.dtype) for s in ys]
-        hist = [TensorSpec((self.length,) + tuple(s.shape), s.dtype) for s in carries] \
-            if self.history else []
-        return carries + stacked + hist
+        hist = carries if self.history else []
+        return carries + [stacked(s, self.length) for s in ys + hist]
 
 
 class Scan(PlanOp):
@@ -116,8 +114,8 @@ class Scan(PlanOp):
             for y, o in zip(ys, outs[plan.n_carry:]):
                 y.append(o)
         specs = plan.output_specs()[plan.n_carry:]
-        stacked = [_stack(v, s, plan.reverse) for v, s in zip(ys + hist, specs)]
-        return fresh(carry + stacked, arrays)
+        stacks = [_stack(v, s, plan.reverse) for v, s in zip(ys + hist, specs)]
+        return fresh(carry + stacks, arrays)
 
     @staticmethod
     def infer(plan, *arrays):
@@ -194,7 +192,7 @@ def _recomputing_back_body(plan):
     fc, fk, fx, fy = plan.float_positions()
     vjp, n_out = vjp_parts(plan.body)
     c_specs, k_specs, x_specs = split(plan.input_specs(), [nc, nk, nx])
-    y_specs = [plan.body.specs_of(n)[0] for n in plan.body.outputs][nk:]
+    y_specs = plan.body.output_specs()[nk:]
 
     def step(*values):
         consts, ct_carry, acc, carry, x, ct_y = split(
@@ -218,9 +216,9 @@ def _residual_plans(plan):
     nh = nk if plan.history else 0
     body_fwd, n_res, body_bwd = split_vjp(plan.body, nc, nk)
     forward = dataclasses.replace(plan, body=body_fwd, cache={})
-    res_specs = [body_fwd.specs_of(n)[0] for n in body_fwd.outputs][nk + ny:]
+    res_specs = body_fwd.output_specs()[nk + ny:]
     c_specs, k_specs, x_specs = split(plan.input_specs(), [nc, nk, nx])
-    y_specs = [plan.body.specs_of(n)[0] for n in plan.body.outputs][nk:]
+    y_specs = plan.body.output_specs()[nk:]
 
     fc, fk, fx, fy = plan.float_positions()
 
@@ -377,9 +375,9 @@ def _pair(result):
 def _stack_trees(ys):
     leaves0, tree = tree_flatten(ys[0], is_leaf=is_tensor)
     per_step = [tree_flatten(y, is_leaf=is_tensor)[0] for y in ys]
-    stacked = [None if leaf is None else Stack.apply(0, *[step[k] for step in per_step])
-               for k, leaf in enumerate(leaves0)]
-    return tree_unflatten(tree, stacked)
+    stacks = [None if leaf is None else Stack.apply(0, *[step[k] for step in per_step])
+              for k, leaf in enumerate(leaves0)]
+    return tree_unflatten(tree, stacks)
 
 
 def _scan_node(f, init_leaves, carry_tree, x_leaves, x_tree, length, reverse, unroll,
@@ -403,7 +401,7 @@ def _scan_node(f, init_leaves, carry_tree, x_leaves, x_tree, length, reverse, un
     outs = Scan.apply(plan, *body.captured, *init_leaves, *x_leaves)
     outs = outs if isinstance(outs, tuple) else (outs,)
     carry = tree_unflatten(carry_tree, outs[:n_carry])
-    y_static = {i - _n_leaves(carry_out_tree): v for i, v in body.static.items()}
+    y_static = {i - num_leaves(carry_out_tree): v for i, v in body.static.items()}
     y_leaves, it = [], iter(outs[n_carry:])
     for i in range(len(y_static) + plan.n_ys):
         y_leaves.append(y_static[i] if i in y_static else next(it))
@@ -415,6 +413,3 @@ def _split_out_tree(out_tree):
         raise TypeError("scan body function must return a pair (carry, y)")
     return out_tree.children
 
-
-def _n_leaves(spec_):
-    return 1 if spec_.kind == "leaf" else sum(_n_leaves(c) for c in spec_.children)

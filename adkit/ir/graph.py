@@ -118,6 +118,14 @@ class Graph:
         """[(pos, producer, out)] for node n, by position."""
         return sorted((d["pos"], u, d["out"]) for u, _, d in self.nx.in_edges(n, data=True))
 
+    def input_specs(self):
+        """The TensorSpec of each input, in order."""
+        return [self.specs_of(n)[0] for n in self.inputs]
+
+    def output_specs(self):
+        """The TensorSpec of each output, in order."""
+        return [self.specs_of(n)[0] for n in self.outputs]
+
     def specs_of(self, n):
         """One TensorSpec per output of node n."""
         data = self.nx.nodes[n]

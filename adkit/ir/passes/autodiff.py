@@ -28,18 +28,10 @@ def _example(spec):
     return _make(np.zeros(spec.shape, spec.dtype.np))
 
 
-def _input_specs(graph):
-    return [graph.specs_of(n)[0] for n in graph.inputs]
-
-
-def _output_specs(graph):
-    return [graph.specs_of(n)[0] for n in graph.outputs]
-
-
 def vjp(graph):
     """The graph computing (outputs, gradients of <cotangents, outputs> w.r.t. inputs)."""
     n_in = len(graph.inputs)
-    in_specs, out_specs = _input_specs(graph), _output_specs(graph)
+    in_specs, out_specs = graph.input_specs(), graph.output_specs()
 
     def forward_and_backward(*args):
         primals = [p.detach().requires_grad_(p.is_floating_point()) for p in args[:n_in]]
@@ -66,7 +58,7 @@ def _zeros_like(t):
 def jvp(graph):
     """The graph computing (outputs, J @ tangents) by forward mode."""
     n_in = len(graph.inputs)
-    in_specs = _input_specs(graph)
+    in_specs = graph.input_specs()
 
     def primal_and_tangent(*args):
         primals = list(args[:n_in])
@@ -89,7 +81,7 @@ def vmap(graph, in_dims, out_dims=0, *, batch_size):
     """The graph of the batched computation: each input with an int in `in_dims` (one
     entry per input, or one int/None for all) gets a batch dim of `batch_size` at that
     position. (Graphs are specialized to shapes, so the batch size must be given.)"""
-    in_specs = _input_specs(graph)
+    in_specs = graph.input_specs()
     dims = [in_dims] * len(in_specs) if in_dims is None or isinstance(in_dims, int) \
         else list(in_dims)
     if len(dims) != len(in_specs):

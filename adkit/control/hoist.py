@@ -16,9 +16,7 @@ from ..ir.passes.cleanup import dce, redirect, writes_in_place
 def _hoist_node(graph, n):
     """Hoist out of node n's bodies in place (graph is a private copy)."""
     data = graph.nx.nodes[n]
-    plan = data["params"].get("plan")
-    if not getattr(data["op"], "runs_its_plan", False):  # not e.g. WhileGrad, whose
-        return  # arguments are laid out otherwise
+    plan = data["params"]["plan"]
     for name in list(plan.const_slots()):
         body_start, arg_start, count = plan.const_slots()[name]  # the plan changes
         body = plan.bodies()[name]
@@ -136,7 +134,9 @@ def _insert_arguments(graph, n, values, first_pos):
 
 def _hoist(graph):
     g = graph.copy()
-    for n in g.op_nodes:
+    # only loops laid out as their plan says (not e.g. WhileGrad, whose arguments differ)
+    loops = [n for n, op in g.nx.nodes(data="op") if getattr(op, "runs_its_plan", False)]
+    for n in loops:  # order does not matter: each loop's hoisted nodes are its own
         _hoist_node(g, n)
     return g
 

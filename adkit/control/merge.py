@@ -15,16 +15,10 @@ from .scan import Scan
 
 def merge_residual_scans(graph):
     g = graph.copy()
-    forwards = {}
-    for n in g.op_nodes:
-        data = g.nx.nodes[n]
-        if data["op"] is Scan:
-            forwards[(id(data["params"]["plan"]), tuple(g.args_of(n)))] = n
-    for n in g.op_nodes:
-        data = g.nx.nodes[n]
-        if data["op"] is not Scan:
-            continue
-        plan = data["params"]["plan"]
+    scans = [n for n, op in g.nx.nodes(data="op") if op is Scan]
+    forwards = {(id(g.nx.nodes[n]["params"]["plan"]), tuple(g.args_of(n))): n for n in scans}
+    for n in scans:
+        plan = g.nx.nodes[n]["params"]["plan"]
         twin = plan.cache.get("residual vjp")
         if twin is None or plan.history:
             continue

@@ -17,10 +17,15 @@ def has_bodies(value):
 
 
 def map_bodies(graph, pass_):
-    """A copy of `graph` in which each op node's bodies are replaced by pass_(body)
-    (one level deep; `recursive` goes all the way down). The input is not changed."""
+    """`graph` with each op node's bodies replaced by pass_(body) (one level deep;
+    `recursive` goes all the way down): a copy, or the input itself when no node holds
+    a body (most graphs: the pass around it copies anyway). The input is not changed."""
+    holders = [n for n, data in graph.nx.nodes(data=True)
+               if data["kind"] == "op" and any(map(has_bodies, data["params"].values()))]
+    if not holders:
+        return graph
     g = graph.copy()
-    for n in g.op_nodes:
+    for n in holders:
         params = g.nx.nodes[n]["params"]
         for key, value in list(params.items()):
             if has_bodies(value):

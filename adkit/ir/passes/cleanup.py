@@ -52,7 +52,9 @@ def writes_in_place(graph, n):
 
 
 def has_in_place_ops(graph):
-    return any(writes_in_place(graph, n) for n in graph.op_nodes)
+    # any node will do: no topological sort needed (passes call this on every graph)
+    return any(writes_in_place(graph, n) for n, kind in graph.nx.nodes(data="kind")
+               if kind == "op")
 
 
 def freeze(value):

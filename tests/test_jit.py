@@ -370,7 +370,7 @@ def test_compile_exposes_llvm_ir_asm_and_kernels(monkeypatch):
 def test_a_lone_matmul_calls_blas_from_native_code(monkeypatch):
     monkeypatch.setenv("ADKIT_DISABLE_CACHE", "1")
     jitted = ak.jit(lambda a, b: a @ b)
-    a, b = rand(3, 40), rand(40, 2, seed=1)  # a long contraction: BLAS's job
+    a, b = rand(3, 100), rand(100, 2, seed=1)  # a long contraction: BLAS's job
     compiled = jitted.compile(a, b)
     assert compiled.kernels == [] and compiled.segments == ["segment0"]
     assert "scipy_cblas_dgemm64_" in compiled.llvm_ir

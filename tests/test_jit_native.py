@@ -141,7 +141,8 @@ def test_split_outputs_are_views_native_code_reads():
 
 
 # ----------------------------------------------------------------------------- matmul
-K = 20  # > fuse.CONTRACT_MAX_K: BLAS; shorter sums are computed inside kernels
+K = 70  # > fuse.CONTRACT_SMALL_MAX_K: BLAS; shorter sums of small products are computed
+# inside kernels
 MATMULS = [
     ("mm", (3, K), (K, 5), lambda a, b: a @ b),
     ("transposed", (K, 3), (5, K), lambda a, b: a.t() @ b.t()),
@@ -183,6 +184,12 @@ CONTRACTIONS = [
     ("k1", (4, 6, 1), (4, 1, 2), lambda a, b: a @ b),
     ("k16", (9, 16), (16, 11), lambda a, b: a @ b),
     ("sliced", (6, 12), (8, 3), lambda a, b: a[::2, 1:5] @ b[2:6]),
+    ("k32-small-product", (2, 32), (32, 16), lambda a, b: a @ b),
+    ("vector-matrix", (32,), (32, 32), lambda a, b: (a @ b).tanh()),
+    ("matrix-vector", (32, 32), (32,), lambda a, b: (a @ b).tanh()),
+    ("vector-batched-matrix", (8,), (3, 8, 5), lambda a, b: a @ b + 1.0),
+    ("batched-matrix-vector", (3, 5, 8), (8,), lambda a, b: a @ b + 1.0),
+    ("vector-strided-matrix", (7,), (9, 14), lambda a, b: a @ b[1:8, ::2].t().t()),
 ]
 
 
@@ -196,6 +203,13 @@ def test_short_matmuls_run_inside_kernels(name, sa, sb, f, dtype):
     assert any("matmul[K=" in repr(k) for k in compiled.kernels)
     assert not any(type(c).__name__ == "MatmulCall"
                    for calls in compiled.segment_calls for c in calls)
+
+
+def test_long_sums_of_big_products_call_blas():
+    a, b = rand(64, 40), rand(40, 64, seed=1)  # 40 terms, but 164k multiply-adds
+    jitted = ak.jit(lambda a, b: (a @ b).exp())
+    close(jitted(a, b), (a @ b).exp())
+    assert not any("matmul[K=" in repr(k) for k in jitted.compile(a, b).kernels)
 
 
 def test_short_matmuls_of_expanded_operands():

@@ -67,11 +67,14 @@ class Contraction(namedtuple("Contraction", ("a", "b", "k", "a_stride", "b_strid
     b_stride], a and b In inputs whose strides place row and column at the point."""
 
     __slots__ = ()
+    ACCUMULATORS = 4  # independent partial sums: enough to hide an add's latency
 
     def emit(self, emitter, sb, operand, in_bases, i):
-        """The k products, added in order (fused multiply-adds)."""
+        """The k products as fused multiply-adds into ACCUMULATORS partial sums (term
+        kk into sum kk % ACCUMULATORS), added pairwise at the end: one chain of k
+        dependent adds would make the product as slow as k add latencies."""
         b, kernel = emitter.b, emitter.kernel
-        total = None
+        sums = []
         for kk in range(self.k):
             terms = []
             for ref, stride in ((self.a, self.a_stride), (self.b, self.b_stride)):
@@ -79,9 +82,15 @@ class Contraction(namedtuple("Contraction", ("a", "b", "k", "a_stride", "b_strid
                 base = b.add(in_bases[k], ir.Constant(I64, kk * stride))
                 terms.append(_load(b, sb, emitter.in_ptrs[k], base, kernel.strides[k][-1], i))
             product = b.fmul(*terms, flags=("contract",))
-            total = product if total is None else b.fadd(total, product,
-                                                         flags=("contract",))
-        return total
+            j = kk % self.ACCUMULATORS
+            if j == len(sums):
+                sums.append(product)
+            else:
+                sums[j] = b.fadd(sums[j], product, flags=("contract",))
+        while len(sums) > 1:
+            pairs = [b.fadd(x, y) for x, y in zip(sums[::2], sums[1::2])]
+            sums = pairs + sums[len(pairs) * 2:]
+        return sums[0]
 
     def ns_per_element(self, ns_per_step):
         """Its time in the thread cost model: k multiplications and k additions."""

@@ -13,6 +13,7 @@ import numpy as np
 from ..ir import passes, rules
 from ..ir.passes.fuse import contraction, reduction_dims
 from . import buffers, kernels, program
+from .branches import switch_call
 from .loops import scan_loop
 from .while_loops import while_loop
 from .revolve_loops import revolve_loop
@@ -194,7 +195,7 @@ def moves(planner, n):
 
 
 RULES = (fused_kernel, gemm, copy_loops, moves, scan_loop, while_loop,  # in order, after views
-         revolve_loop)
+         revolve_loop, switch_call)
 
 
 def kernel_for(graph, n, name, in_layouts):
@@ -246,8 +247,9 @@ def _step(sub, m, ref, layouts, strides, in_layouts, index, shape):
     k = contraction(sub, m)
     if k is not None:
         (_, a, _), (_, b, _) = sub.args_of(m)
-        a_ref, a_k = _operand(layouts, strides, in_layouts[index[a]], shape, 0)
-        b_ref, b_k = _operand(layouts, strides, in_layouts[index[b]], shape, 1)
+        a, b = in_layouts[index[a]], in_layouts[index[b]]
+        a_ref, a_k = _operand(layouts, strides, a, shape, 0, len(b.shape) == 1)
+        b_ref, b_k = _operand(layouts, strides, b, shape, 1, len(a.shape) == 1)
         return kernels.Contraction(a_ref, b_ref, k, a_k, b_k)
     args = []
     for pos, u, _ in sub.args_of(m):
@@ -282,9 +284,33 @@ def _outputs(sub, reduced, shape, ref):
     return outputs, scales
 
 
-def _operand(layouts, strides, layout, shape, which):
+def _operand(layouts, strides, layout, shape, which, other_is_vector):
     """Add matmul operand `layout` (which: 0 left, 1 right) as a kernel input read at
-    iteration points of `shape` = (..., M, N): In(k) and its stride along K."""
+    iteration points of `shape` = (..., M, N): In(k) and its stride along K. A vector
+    operand is the matrix matmul makes of it (a row on the left, a column on the
+    right); the product then has no M (or N) dim, so `shape` is read with that dim
+    put back, and the operands' strides along it dropped."""
+    matrix_shape, dropped = shape, None
+    if other_is_vector or len(layout.shape) == 1:
+        vector_side = which if len(layout.shape) == 1 else 1 - which
+        dropped = len(shape) - 1 if vector_side == 0 else len(shape)
+        matrix_shape = shape[:dropped] + (1,) + shape[dropped:]
+    if len(layout.shape) == 1:
+        grow = (lambda t, z: (z,) + t) if which == 0 else (lambda t, z: t + (z,))
+        matrix = layout._replace(shape=grow(layout.shape, 1), strides=grow(layout.strides, 0))
+    else:
+        matrix = layout
+    point, along_k = _matrix_strides(matrix, matrix_shape, which)
+    if dropped is not None:
+        point = point[:dropped] + point[dropped + 1:]
+    layouts.append(layout)
+    strides.append(point)
+    return In(len(layouts) - 1), along_k
+
+
+def _matrix_strides(layout, shape, which):
+    """A matrix operand's element strides at the points of `shape` = (..., M, N), and
+    its stride along K."""
     batch = len(shape) - 2
     lead = batch - (len(layout.shape) - 2)
     batch_strides = (0,) * lead + tuple(
@@ -295,6 +321,4 @@ def _operand(layouts, strides, layout, shape, which):
         point, along_k = (row if layout.shape[-2] != 1 else 0, 0), col
     else:  # B[..., kk, j]: moves with j (the column), not with i
         point, along_k = (0, col if layout.shape[-1] != 1 else 0), row
-    layouts.append(layout)
-    strides.append(batch_strides + point)
-    return In(len(layouts) - 1), along_k
+    return batch_strides + point, along_k

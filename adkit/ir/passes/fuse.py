@@ -110,24 +110,33 @@ def reduction_dims(graph, n):
     return data["op"].reduced_dims(shape, params)
 
 
-CONTRACT_MAX_K = 16  # matmuls contracting at most this many terms run inside kernels
+CONTRACT_MAX_K = 16  # matmuls contracting at most this many terms run inside kernels,
+# and so do longer ones (up to SMALL_MAX_K terms) whose whole product is at most
+# SMALL_PRODUCT multiply-adds: a BLAS call costs more than such a product (a loop
+# step's 32x32 matrix-vector product: 1,024 multiply-adds, ~0.1 us of call overhead)
+CONTRACT_SMALL_MAX_K = 64
+CONTRACT_SMALL_PRODUCT = 4096
 
 
 def contraction(graph, n):
     """The contracted length K when node n is a matmul (its class says
     `native_contraction`: matmul, mm, bmm) a kernel computes inline, as K multiply-adds
-    per element: float operands of the output's dtype, both at least 2-D,
-    1 <= K <= CONTRACT_MAX_K (BLAS is better at long sums). Else None."""
+    per element: float operands of the output's dtype, at least one a matrix (the other
+    may be a vector), 1 <= K <= CONTRACT_MAX_K, or a small product (BLAS is better at
+    long sums of big products). Else None."""
     data = graph.nx.nodes[n]
     if data["kind"] != "op" or not getattr(data["op"], "native_contraction", False):
         return None
     args = graph.args_of(n)
     specs = [graph.specs_of(u)[out] for _, u, out in args]
     if len(specs) != 2 or data["dtype"].np not in _NATIVE_FLOATS or \
-            any(s.dtype != data["dtype"] or len(s.shape) < 2 for s in specs):
+            any(s.dtype != data["dtype"] or not s.shape for s in specs) or \
+            max(len(s.shape) for s in specs) < 2:
         return None
     k = specs[0].shape[-1]
-    return k if 1 <= k <= CONTRACT_MAX_K else None
+    work = k * int(np.prod(data["shape"], dtype=np.int64))
+    small = k <= CONTRACT_SMALL_MAX_K and work <= CONTRACT_SMALL_PRODUCT
+    return k if 1 <= k and (k <= CONTRACT_MAX_K or small) else None
 
 
 def _groups(graph):

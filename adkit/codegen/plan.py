@@ -112,15 +112,35 @@ class Planner:
 
     def layout(self, key):
         """The Layout of value `key`, giving a numpy step's float result a buffer it
-        is copied into; None for values native code cannot read."""
+        is copied into (and an int64 index given from outside one it is read from);
+        None for values native code cannot read."""
         if key in self.layouts:
             return self.layouts[key]
         spec = self.graph.specs_of(key[0])[key[1]]
         if not _native_dtype(spec):
-            return None
+            return self._given_index(key, spec)
         buf = self._buffer(buffers.PublishedBuffer, spec.shape, spec.dtype.np)
         self.published.setdefault(key[0], []).append((key[1], buf))
         self.layouts[key] = buffers.contiguous(buf.index, spec.shape, spec.dtype.np)
+        return self.layouts[key]
+
+    def _given_index(self, key, spec):
+        """The Layout of an int64 0-d input or constant (a switch's index): a buffer
+        made when a native call asks for one; None for other integers. Native code does
+        no integer arithmetic, so an index numpy computes stays with numpy; one given
+        from outside costs nothing to read."""
+        n = key[0]
+        kind = self.graph.nx.nodes[n]["kind"]
+        if spec.dtype.np != np.int64 or tuple(spec.shape) != () or \
+                kind not in ("input", "const"):
+            return None
+        if kind == "input":
+            buf = self._buffer(buffers.InputBuffer, (), spec.dtype.np,
+                               self.graph.inputs.index(n)).index
+        else:
+            value = _make(self.graph.nx.nodes[n]["value"])._data
+            buf = self.constant(np.ascontiguousarray(value))
+        self.layouts[key] = buffers.contiguous(buf, (), spec.dtype.np)
         return self.layouts[key]
 
     def result(self, n, i):

@@ -14,7 +14,7 @@ import dataclasses
 import numpy as np
 
 from .._pytree import tree_unflatten
-from ..dtypes import int64
+from ..dtypes import bool_, int64
 from ..ir.evaluate import array_runner
 from ..ir.printing import format_spec
 from ..ops import FUNCTIONS
@@ -49,8 +49,10 @@ class SwitchPlan(Plan):
 
 
 class Switch(PlanOp):
-    """outputs = branches[clamp(index)](consts, operands)."""
+    """outputs = branches[clamp(index)](consts, operands). The index is an integer or
+    bool 0-d tensor (cond's predicate stays a bool: native code reads it as made)."""
     public_name = "switch"
+    native_switch = True  # codegen calls the chosen branch natively when all lower
 
     @staticmethod
     def forward(plan, index, *arrays):
@@ -165,7 +167,7 @@ def _as_index(value, name, what):
                 raise TypeError("switch: index must be an integer or bool, got a "
                                 f"{value.dtype} tensor")
             value = value != 0
-        return value.to(dtype=int64)
+        return value if value.dtype == bool_ else value.to(dtype=int64)
     raise TypeError(f"{name}: {what} must be a Python bool/int or a 0-d tensor, got "
                     f"{type(value).__name__}")
 

@@ -75,7 +75,7 @@ class SwitchCall(NativeCall):
         chosen = self._chosen(b, entry.pointer(self.index))
         blocks = [b.append_basic_block(f"switch.branch{k}") for k in range(len(fns))]
         done = b.append_basic_block("switch.end")
-        dispatch = b.switch(chosen, blocks[0])
+        dispatch = b.switch(chosen, blocks[0])  # the default: an index below 0
         for k, block in enumerate(blocks[1:], 1):
             dispatch.add_case(ir.Constant(I64, k), block)
         for body, fn, block in zip(self.bodies, fns, blocks, strict=True):
@@ -85,16 +85,14 @@ class SwitchCall(NativeCall):
         b.position_at_end(done)
 
     def _chosen(self, b, pointer):
-        """The branch number: a bool as 0 or 1, an int64 clamped into [0, branches - 1]
-        (jax.lax.switch's rule, as Switch.forward applies it)."""
+        """The branch number, clamped like jax.lax.switch (and Switch.forward): a bool is
+        0 or 1, an int64 above the last branch is the last; one below 0 is left to the
+        dispatch, whose default is branch 0."""
         if self.index.dtype == np.bool_:
             byte = b.load(pointer, typ=ir.IntType(8))
-            value = b.zext(b.icmp_unsigned("!=", byte, ir.Constant(ir.IntType(8), 0)), I64)
-        else:
-            value = b.load(pointer, typ=I64)
+            return b.zext(b.icmp_unsigned("!=", byte, ir.Constant(ir.IntType(8), 0)), I64)
+        value = b.load(pointer, typ=I64)
         last = ir.Constant(I64, len(self.bodies) - 1)
-        zero = ir.Constant(I64, 0)
-        value = b.select(b.icmp_signed("<", value, zero), zero, value)
         return b.select(b.icmp_signed(">", value, last), last, value)
 
     def _run(self, entry, body, fn):

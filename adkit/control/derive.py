@@ -53,13 +53,16 @@ def vmap_graph(body, in_dims, batch_size):
     return passes.vmap(body, list(in_dims), 0, batch_size=batch_size)
 
 
-def split_vjp(body, n_consts, n_carry):
+def split_vjp(body, n_consts, n_carry, store_const_values=False):
     """JAX's partial evaluation of the body's vjp, for a scan that stores residuals:
     (forward, n_residuals, backward). `forward` takes the body's inputs and returns its
     outputs plus the residuals (values the backward reads that do not depend on
     cotangents: op results, and the carry entering the step); `backward` takes
     (consts..., residuals..., x..., cotangents of the body's outputs...) and returns one
     gradient per body input. Consts and xs are not stored: the backward scan reads them.
+    Values of the consts alone are recomputed by the backward (hoisting then moves them
+    out of its loop), unless `store_const_values` (there is no loop: a jitted call, all
+    of whose inputs are consts, stores every value its backward reads).
     """
     vjp = passes.vjp(body)
     n_in, n_out = len(body.inputs), len(body.outputs)
@@ -70,7 +73,7 @@ def split_vjp(body, n_consts, n_carry):
         if any(u in tainted for u in vjp.nx.predecessors(n)):
             tainted.add(n)
     grad_sources = [_source(vjp, o) for o in vjp.outputs[n_out:]]
-    wanted = _residuals(vjp, tainted, grad_sources, n_consts, n_carry)
+    wanted = _residuals(vjp, tainted, grad_sources, n_consts, n_carry, store_const_values)
     forward = subgraph(vjp, [(p, 0) for p in primals],
                        [_source(vjp, o) for o in vjp.outputs[:n_out]] + wanted)
     backward_inputs = ([(p, 0) for p in primals[:n_consts]] + wanted +
@@ -80,7 +83,7 @@ def split_vjp(body, n_consts, n_carry):
     return forward, len(wanted), backward
 
 
-def _residuals(vjp, tainted, grad_sources, n_consts, n_carry):
+def _residuals(vjp, tainted, grad_sources, n_consts, n_carry, store_const_values):
     """The values the backward reads that it cannot compute: untainted op results and
     carry inputs. Not stored (the backward recomputes them): constants, values of the
     consts alone (hoisting then moves them out of the backward loop), and views (a
@@ -90,7 +93,8 @@ def _residuals(vjp, tainted, grad_sources, n_consts, n_carry):
     const_only = {n for n, i in primal_inputs.items() if i < n_consts}
     for n in vjp.topo_order():
         data = vjp.nx.nodes[n]
-        if data["kind"] == "const" or (data["kind"] == "op" and n not in tainted and all(
+        if data["kind"] == "const" or (data["kind"] == "op" and not store_const_values and
+                                       n not in tainted and all(
                 u in const_only for u in vjp.nx.predecessors(n))):
             const_only.add(n)
     todo = [(u, out) for n in vjp.topo_order() if n in tainted

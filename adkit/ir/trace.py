@@ -92,7 +92,10 @@ class TracingInterpreter(_dispatch.Interpreter):
             return value._node, value._out
         key = id(value)
         if key not in self._consts:  # captured by value, as JAX does: a snapshot
-            self._consts[key] = (self.graph.add_const(np.array(value._data)), value)
+            node = self.graph.add_const(np.array(value._data))
+            if value.requires_grad:  # jit then records calls for autograd (a parameter)
+                self.graph.nx.nodes[node]["requires_grad"] = True
+            self._consts[key] = (node, value)
         return self._consts[key][0], 0
 
     def process(self, cls, args):

@@ -3,7 +3,8 @@
 Owns: the public list of passes. Transforms (autodiff.py): `vjp`, `jvp`, `vmap`;
 memory (remat.py): `remat`;
 clean-up (cleanup.py): `dce`, `cse`, `fold_constants`, `pipeline`; algebra
-(simplify.py): `simplify`; lowering (decompose.py, fuse.py): `decompose`, `fuse`.
+(simplify.py): `simplify`; lowering (decompose.py, fuse.py): `inline_calls`,
+`decompose`, `fuse`.
 Does not: hold pass logic itself.
 A user pass is a plain function of the same shape: copy, edit `graph.nx`, return;
 `recursive(my_pass)` applies it inside the bodies of loops and branches too.
@@ -26,7 +27,8 @@ cse = recursive(_cleanup.cse)
 fold_constants = recursive(_cleanup.fold_constants)
 simplify = recursive(_simplify.simplify)
 decompose = recursive(_decompose.decompose)
+inline_calls = recursive(_decompose.inline_calls)
 fuse = recursive(_fuse.fuse)
 
 __all__ = ["vjp", "jvp", "vmap", "remat", "dce", "cse", "fold_constants", "simplify",
-           "fuse", "FusedKernel", "decompose", "pipeline", "map_bodies", "recursive"]
+           "fuse", "FusedKernel", "decompose", "inline_calls", "pipeline", "map_bodies", "recursive"]

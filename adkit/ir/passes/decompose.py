@@ -6,7 +6,10 @@ from the op classes: einsum without repeated labels, logsumexp, softmax, log_sof
 var, std, norm with p = 1, 2; each rule lives on its op's class). Each decomposition is
 traced on the node's argument specs and inlined in its place; one that raises `Skip`
 (ops' NoDecomposition: it does not apply to these arguments) leaves the node as it is.
-Does not: fuse (fuse.py) or clean up what is left (dce).
+Also owns `inline_calls`: a node whose op calls a sub-graph (its class says
+`inlines_call`: a jitted function called under a transform, whose params hold the
+traced graph as `plan.graph`) is replaced by that graph's nodes, so the whole program
+is optimized and fused as one. Does not: fuse (fuse.py) or clean up what is left (dce).
 
     before:  b = logsumexp[dim=1] a
     after:   m = amax[dim=1 keepdim=True] a;  c = maximum[y=-1.8e308] m;  ...
@@ -54,8 +57,25 @@ def decompose(graph, table=DECOMPOSITIONS):
     return g
 
 
-def _inline(g, n, sub, arg_values):
-    """Put `sub`'s nodes into g in place of node n (sub's inputs are n's arguments)."""
+def inline_calls(graph):
+    """A new graph where every call node (its op's `inlines_call`) is the sub-graph it
+    calls; calls inside the inlined graphs were inlined first (passes.inline_calls
+    recurses into bodies, innermost first)."""
+    g = graph.copy()
+    for n in graph.op_nodes:
+        data = g.nx.nodes[n]
+        # a graph with in-place ops keeps its own order: it runs as the call
+        if getattr(data["op"], "inlines_call", False) and \
+                not has_in_place_ops(data["params"]["plan"].graph):
+            _inline(g, n, data["params"]["plan"].graph,
+                    [(u, out) for _, u, out in g.args_of(n)], own_sources=True)
+    return g
+
+
+def _inline(g, n, sub, arg_values, own_sources=False):
+    """Put `sub`'s nodes into g in place of node n (sub's inputs are n's arguments).
+    They are attributed to n's source line, or (own_sources: a called function's
+    lines, which the user wrote) to their own."""
     mapping = {}
     for m in sub.topo_order():
         data = sub.nx.nodes[m]
@@ -66,7 +86,8 @@ def _inline(g, n, sub, arg_values):
         elif data["kind"] == "op":
             args = {pos: _mapped(mapping, u, out) for pos, u, out in sub.args_of(m)}
             node = g.add_op(data["op"], args, data["params"], data["specs"],
-                            source=g.nx.nodes[n].get("source"), aliases=data.get("aliases"))
+                            source=(own_sources and data.get("source")) or
+                            g.nx.nodes[n].get("source"), aliases=data.get("aliases"))
             mapping[m] = (node, None)
     for o in sub.outputs:
         (_, u, out), = sub.args_of(o)

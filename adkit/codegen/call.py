@@ -1,0 +1,250 @@
+"""A call of a jitted function as one op: how `ak.jit` composes with eager autograd and
+with every transform (Autodidax's `xla_call`).
+
+Owns: `CallPlan` (the traced graph of one signature, with the plans derived from it:
+its vjp, jvp, batched and split graphs, each compiled once), `JitCall` (the node: its
+forward runs the compiled graph; its backward, jvp and vmap rules apply JitCall to the
+graph's vjp, jvp and batched graphs), `JitCallSavingResiduals` (eager autograd's tape
+node: AOTAutograd's split, the forward also returns what the backward reads) and
+`call_jitted` (trace the function as a closed body, so closures over tensors become
+inputs, and apply the right op). Does not: cache plain calls per signature (jit.py),
+optimize or plan graphs (compiled.py); an outer jit inlines JitCall nodes
+(passes.inline_calls), so nested jits compile as one program.
+"""
+import dataclasses
+
+import numpy as np
+
+from .. import _dispatch
+from .._pytree import tree_flatten, tree_unflatten
+from ..autograd.grad_mode import is_grad_enabled
+from ..control._common import Plan, PlanOp, is_float, materialize, spec
+from ..control.body import trace_body
+from ..control.derive import call, graph_of, jvp_parts, split_vjp, vjp_parts, vmap_graph
+from ..ir import rules
+from ..ir.passes.cleanup import has_in_place_ops
+from ..tensor import Tensor, _make
+from .compiled import OPTIMIZE, Compiled
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class CallPlan(Plan):
+    """A jitted function's graph for one signature: (captured tensors..., argument
+    leaves...) -> result leaves."""
+    graph: object = None
+    name: str = "jitted function"
+    body_fields = ("graph",)
+
+    def compiled(self):
+        return self.derived("compiled", lambda: Compiled(OPTIMIZE(self.graph)))
+
+    def derive(self, key, build):
+        """The CallPlan of the graph `build()` makes (cached under `key`)."""
+        return self.derived(key, lambda: CallPlan(graph=build(), name=f"{self.name}'s {key}"))
+
+    @property
+    def n_out(self):
+        return len(self.graph.outputs)
+
+
+def _run(plan, arrays):
+    """The plan's outputs (arrays) for input arrays, from its compiled program."""
+    result = plan.compiled().run_checked([_make(a) for a in arrays])
+    return tuple(t._data for t in tree_flatten(result, is_leaf=_is_tensor)[0])
+
+
+def _is_tensor(x):
+    return isinstance(x, Tensor)
+
+
+def _as_tuple(result):
+    return result if isinstance(result, tuple) else (result,)
+
+
+def _bare(outs):
+    return outs[0] if len(outs) == 1 else outs
+
+
+class JitCall(PlanOp):
+    """outputs = plan.graph(arguments), run as compiled code."""
+    public_name = "jit_call"
+    inlines_call = True  # an outer jit compiles the called graph with its own
+
+    @staticmethod
+    def forward(plan, *arrays):
+        return _bare(_run(plan, arrays))
+
+    @staticmethod
+    def infer(plan, *arrays):
+        plan.check_arguments(arrays, plan.graph.input_specs(), plan.name)
+        return tuple(plan.graph.output_specs())
+
+    @staticmethod
+    def backward(ctx, *cts):
+        return (None,) + tuple(call_vjp(ctx.plan, ctx.saved_tensors, cts))
+
+    @staticmethod
+    def jvp(ctx, _plan, *tangents):
+        plan, args = ctx.plan, ctx.saved_tensors
+        tangents = materialize(list(tangents), [spec(a) for a in args])
+        n_out, specs = plan.n_out, plan.graph.input_specs()
+        jvp = plan.derive("jvp", lambda: graph_of(
+            lambda *v: call(jvp_parts(plan.graph), v)[n_out:], specs + specs))
+        return JitCall.apply(jvp, *args, *tangents)
+
+    @staticmethod
+    def vmap(info, in_dims, plan, *args):
+        dims = in_dims[1:]
+        args = [a if d is None else a.movedim(d, 0) for a, d in zip(args, dims)]
+        body_dims = tuple(None if d is None else 0 for d in dims)
+        batched = plan.derive(("vmap", body_dims, info.batch_size), lambda: vmap_graph(
+            plan.graph, body_dims, info.batch_size))
+        outs = _as_tuple(JitCall.apply(batched, *args))
+        return outs, (0,) * len(outs)
+
+
+def call_vjp(plan, args, cts):
+    """One gradient per argument (None for the non-float ones): JitCall of the graph's
+    vjp, which recomputes the forward inside, so it is differentiable in the arguments
+    (create_graph, grad of grad)."""
+    n_out, specs = plan.n_out, plan.graph.input_specs()
+    cts = materialize(list(cts[:n_out]), plan.graph.output_specs())
+    vjp = plan.derive("vjp", lambda: graph_of(
+        lambda *v: call(vjp_parts(plan.graph)[0], v)[n_out:],
+        specs + plan.graph.output_specs()))
+    grads = _as_tuple(JitCall.apply(vjp, *args, *cts))
+    return [g if is_float(spec(a)) else None for g, a in zip(grads, args)]
+
+
+def _split(plan):
+    """(forward plan: arguments -> outputs + residuals, backward plan: (arguments,
+    residuals, output cotangents) -> one gradient per argument): the graph's vjp cut by
+    partial evaluation, every value the backward reads that is not an argument stored."""
+    def build():
+        n_in = len(plan.graph.inputs)
+        forward, _, backward = split_vjp(plan.graph, n_in, 0, store_const_values=True)
+        return (CallPlan(graph=forward, name=f"{plan.name}'s forward"),
+                CallPlan(graph=backward, name=f"{plan.name}'s backward"))
+    return plan.derived("split", build)
+
+
+class JitCallSavingResiduals(PlanOp):
+    """Eager autograd's tape node for a jitted call (AOTAutograd's split): the forward
+    runs the compiled forward graph, which returns the outputs and then the residuals
+    its backward reads (saved, marked non-differentiable); the backward runs the compiled
+    backward graph on them. With create_graph (grad mode on during backward) gradients
+    must be differentiable in the arguments: the backward is then `call_vjp`, which
+    recomputes the forward inside a differentiable JitCall."""
+    public_name = "jit_call"
+
+    @staticmethod
+    def forward(plan, *arrays):
+        return _bare(_run(_split(plan)[0], arrays))
+
+    @staticmethod
+    def infer(plan, *arrays):
+        return tuple(_split(plan)[0].graph.output_specs())
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        plan, args = inputs[0], inputs[1:]
+        residuals = _as_tuple(output)[plan.n_out:]
+        ctx.plan = plan
+        ctx.mark_non_differentiable(*residuals)
+        ctx.save_for_backward(*args, *residuals)
+
+    @staticmethod
+    def backward(ctx, *cts):
+        plan, saved = ctx.plan, ctx.saved_tensors  # reading them checks their versions
+        args, residuals = saved[:len(plan.graph.inputs)], saved[len(plan.graph.inputs):]
+        if is_grad_enabled():
+            return (None,) + tuple(call_vjp(plan, args, cts))
+        cts = materialize(list(cts[:plan.n_out]), plan.graph.output_specs())
+        grads = _as_tuple(JitCall.apply(_split(plan)[1], *args, *residuals, *cts))
+        return (None,) + tuple(g if is_float(spec(a)) else None for g, a in zip(grads, args))
+
+
+# ------------------------------------------------------------------ calling
+@dataclasses.dataclass(frozen=True)
+class _Traced:
+    plan: CallPlan
+    captured: tuple
+    body: object
+
+
+def call_jitted(jitted, args, kwargs):
+    """`jitted(*args, **kwargs)` under a transform or eager autograd: one JitCall node
+    (one tape node when autograd records), or, for a function the op cannot stand for
+    (it writes its arguments in place, or returns no tensors), the function itself."""
+    tensors, rebuild, key = _tensor_leaves(jitted, args, kwargs)
+    traced = jitted.op_cache.get(key)
+    if traced is None:
+        traced = _trace(jitted, tensors, rebuild)
+        # captured tracers or batched tensors belong to this call alone: not cached
+        if traced is not None and all(type(t) is Tensor for t in traced.captured):
+            jitted.op_cache[key] = traced
+    if traced is None:
+        return jitted.fn(*args, **kwargs)
+    inputs = list(traced.captured) + tensors
+    eager_tape = not _dispatch._STACK.get()
+    op = JitCallSavingResiduals if eager_tape else JitCall
+    outs = _as_tuple(op.apply(traced.plan, *inputs))[:traced.plan.n_out]
+    return traced.body.unflatten(outs)
+
+
+def _tensor_leaves(jitted, args, kwargs):
+    """(the tensor leaves of the dynamic arguments, a function putting tensors back in
+    their places, the signature key)."""
+    leaves, tree = tree_flatten(list(args), is_leaf=_is_array_like)
+    static = set(jitted.static_argnums)
+    owner = _leaf_owners(args)
+    positions = [i for i, leaf in enumerate(leaves)
+                 if _is_array_like(leaf) and owner[i] not in static]
+    tensors = [leaves[i] if isinstance(leaves[i], Tensor) else _make(leaves[i])
+               for i in positions]
+
+    def rebuild(new):
+        filled = list(leaves)
+        for i, t in zip(positions, new):
+            filled[i] = t
+        return tree_unflatten(tree, filled)
+    chosen = set(positions)
+    key = (tree, tuple(rules.spec_of(t) for t in tensors),
+           tuple((i, type(leaf).__name__, leaf) for i, leaf in enumerate(leaves)
+                 if i not in chosen),  # 2 and 2.0 differ
+           tuple(sorted((k, type(v).__name__, v) for k, v in kwargs.items())))
+    return tensors, (lambda new: (rebuild(new), kwargs)), key
+
+
+def _leaf_owners(args):
+    """For each leaf of tree_flatten(list(args)): the position of its argument."""
+    owners = []
+    for i, a in enumerate(args):
+        owners += [i] * len(tree_flatten(a, is_leaf=_is_array_like)[0])
+    return owners
+
+
+def _is_array_like(x):
+    return isinstance(x, (Tensor, np.ndarray))
+
+
+def _trace(jitted, tensors, rebuild):
+    """The function traced as a closed body on the tensors' specs, or None when a JitCall
+    cannot stand for it."""
+    def body_fn(*leaves):
+        args, kwargs = rebuild(list(leaves))
+        return jitted.fn(*args, **kwargs)
+    try:
+        body = trace_body(body_fn, [rules.spec_of(t) for t in tensors],
+                          f"jitted function {getattr(jitted.fn, '__name__', '')}")
+    except TypeError as error:
+        if "results must be tensors" in str(error):
+            return None  # it returns non-tensors: the plain function keeps them
+        raise
+    if not body.graph.outputs or has_in_place_ops(body.graph):
+        return None
+    name = f"jit({getattr(jitted.fn, '__name__', 'f')})"
+    return _Traced(CallPlan(graph=body.graph, name=name), body.captured, body)
+
+
+__all__ = ["CallPlan", "JitCall", "JitCallSavingResiduals", "call_jitted", "call_vjp"]

@@ -1,0 +1,219 @@
+"""A compiled program: the optimization pipeline ak.jit runs and `Compiled`, which runs a
+graph's plan.
+
+Owns: `OPTIMIZE` (the passes between tracing and planning) and `Compiled` (runs a plan:
+per-thread buffers, the input checks that guard the native boundary, fresh outputs).
+Does not: make the plan (plan.py: a list of steps.py's steps over buffers.py's
+buffers), emit IR (steps emit themselves: program.py, kernels.py) or talk to
+llvmlite.binding (runtime.py); trace or cache per signature (jit.py).
+"""
+import sys
+import threading
+
+import numpy as np
+from llvmlite import ir as llvm_ir
+
+from .._pytree import tree_unflatten
+from ..control import hoist_invariants, merge_residual_scans
+from ..ir import evaluate, passes
+from ..tensor import _make
+from . import buffers, plan, runtime, steps
+
+# results smaller than this are fresh arrays per call; larger ones are recycled (fresh
+# large arrays cost page faults, small ones come from malloc's pool)
+_RECYCLE_BYTES = 1 << 17
+# calls of jitted functions inlined first (one program to optimize); loops: one forward
+# scan where a gradient traced two (before any pass rebuilds plans), and body work that
+# only depends on a loop's consts done once, before the loop
+OPTIMIZE = passes.pipeline([passes.inline_calls, merge_residual_scans, passes.decompose,
+                            passes.fold_constants, passes.simplify, passes.cse, passes.dce,
+                            hoist_invariants, passes.dce, passes.fuse, passes.dce])
+
+
+class Compiled:
+    """A graph ready to run. Fused kernels, matmuls and views are native: each run of
+    them (a segment) is one LLVM entry function, called once per call; nodes without a
+    lowering run with numpy between segments. `.llvm_ir`, `.asm`, `.kernels` and
+    `.segments` show what was generated. The run is a plan made once: each value has a
+    slot (and a Layout when native code can address it), each step reads and writes
+    slots (no graph lookups per call)."""
+
+    closes_over_grad = False  # Jitted sets it: the traced function reads a parameter
+
+    def __init__(self, graph):
+        self.graph = graph
+        planner = plan.Planner(graph)
+        self.kernels = planner.kernels
+        self.buffers = planner.buffers  # buffers.Buffer objects, by index
+        self.steps = planner.steps  # steps.Step objects, run in order
+        module = llvm_ir.Module(name="adkit_jit")
+        module.triple = runtime.target_machine().triple
+        _, vector_bytes = runtime.host_vector_isa()
+        for step in self.steps:
+            step.emit(module, vector_bytes)
+        self.segments = [step.name for step in planner.segments]
+        self.segment_calls = [step.calls for step in planner.segments]  # NativeCalls
+        # a plan whose steps all run on numpy needs no native code
+        self.module = runtime.compile_module(module) if module.functions else None
+        for step in self.steps:
+            step.link(self.module)
+        self.n_slots = planner.n_slots
+        self.input_slots = planner.input_slots
+        self.consts = planner.consts
+        self.output_slots = planner.output_slots
+        self.output_fetch = planner.output_fetch  # makes native outputs numpy values
+        self._const_roots = {id(plan.root(t._data)) for _, t in self.consts}
+        self._block_sizes = planner.block_sizes
+        # per call: (buffer, flat input position) and (buffer, (shape, dtype)) pairs
+        self.input_buffers = [(b.index, b.position) for b in self.buffers
+                              if isinstance(b, buffers.InputBuffer)]
+        self._result_specs = {b.index: (b.shape, b.dtype) for b in self.buffers
+                              if isinstance(b, buffers.ResultBuffer)}
+        self._local = threading.local()
+        self._output_buffers = planner.output_buffers
+        self.run_checked = self._one_call_runner() or self.run_checked
+
+    def _new_template(self):
+        """A buffer list with constants in place and new memory for intermediates:
+        intermediates whose lifetimes do not overlap share one block (a view of it
+        each), so a long graph's footprint is that of its widest point."""
+        blocks = [np.empty(n, np.uint8) for n in self._block_sizes]
+        return [buf.template(blocks) for buf in self.buffers]
+
+    def _template(self):
+        """This thread's buffer list: constants and reusable intermediates in place."""
+        local = self._local
+        if not hasattr(local, "template"):
+            self._arrays()
+            local.busy = False
+        return local.template
+
+    def _one_call_runner(self):
+        """For a graph that is one native segment whose outputs are results it makes
+        (the common case): a runner that is just the input checks, one native call and
+        the results (call overhead matters on small inputs). Nothing but native code
+        runs during the call, so it cannot re-enter on this thread."""
+        if len(self.steps) != 1 or not isinstance(self.steps[0], steps.SegmentStep) or \
+                self.graph.static_outputs or None in self._output_buffers:
+            return None
+        fn = self.steps[0].fn
+        input_buffers, out_buffers = self.input_buffers, self._output_buffers
+        results = [(buf, spec) for buf, spec in self._result_specs.items()]
+        recycle = any(np.prod(shape) * np.dtype(dtype).itemsize >= _RECYCLE_BYTES
+                      for shape, dtype in self._result_specs.values())
+        tree = self.graph.out_tree
+        bare = len(out_buffers) == 1 and (tree is None or tree.kind == "leaf")
+        structure, template = self._structure, self._template
+
+        def run(inputs):
+            if recycle:
+                arrays = self._arrays()[0]
+                self._local.busy = False
+            else:
+                arrays = template()[:]
+                for buf, spec in results:
+                    arrays[buf] = np.empty(*spec)
+            for buf, i in input_buffers:
+                a = inputs[i]._data
+                flags = a.flags
+                arrays[buf] = a if flags.c_contiguous and flags.aligned \
+                    else np.ascontiguousarray(a)
+            fn(arrays)
+            if bare:
+                return _make(arrays[out_buffers[0]])
+            return structure([_make(arrays[buf]) for buf in out_buffers])
+        return run
+
+    @property
+    def llvm_ir(self):
+        return self.module.llvm_ir if self.module else ""
+
+    @property
+    def asm(self):
+        return self.module.asm if self.module else ""
+
+    def __call__(self, *args, **kwargs):
+        return self.run_checked(evaluate.flat_inputs(self.graph, args))
+
+    def _arrays(self):
+        """The buffer list for one call: this thread's reusable buffers in place, or
+        fresh ones when a call on this thread is already running (re-entrant)."""
+        local = self._local
+        if getattr(local, "busy", False):
+            arrays = self._new_template()
+            for buf, spec in self._result_specs.items():
+                arrays[buf] = np.empty(*spec)
+            return arrays, False
+        if not hasattr(local, "template"):
+            local.template = self._new_template()
+            local.roots = {id(plan.root(a)) for buf, a in zip(self.buffers, local.template)
+                           if buf.reused}
+            local.recycled = {}
+        arrays, recycled = list(local.template), local.recycled
+        # A result's buffer is reused only once the caller has let go of the last one
+        # (nothing else refers to it), so results stay fresh.
+        for buf, spec in self._result_specs.items():
+            if buf not in recycled or sys.getrefcount(recycled[buf]) != _ONLY_OURS:
+                recycled[buf] = np.empty(*spec)
+                if recycled[buf].nbytes < _RECYCLE_BYTES:  # malloc's own pool is as quick
+                    arrays[buf] = recycled.pop(buf)
+                    continue
+            arrays[buf] = recycled[buf]
+        local.busy = True
+        return arrays, True
+
+    def run_checked(self, inputs):
+        """Run on the flat input tensors (already checked against the signature)."""
+        values = [None] * self.n_slots
+        for slot, t in zip(self.input_slots, inputs):
+            values[slot] = t
+        for slot, t in self.consts:
+            values[slot] = t
+        arrays, reused = self._arrays()
+        try:
+            for buf, i in self.input_buffers:  # native code reads inputs as laid out
+                a = inputs[i]._data
+                flags = a.flags
+                arrays[buf] = a if flags.c_contiguous and flags.aligned \
+                    else np.ascontiguousarray(a)
+            for step in self.steps:
+                step.run(values, arrays)
+            # an output that is an input, a constant, a reused buffer or a view of one of
+            # them is given out as a copy
+            not_ours = {id(plan.root(t._data)) for t in inputs}
+            not_ours.update(self._const_roots)
+            if reused:
+                not_ours.update(self._local.roots)
+            for fetch in self.output_fetch:
+                fetch.run(values, arrays)
+            outs = []
+            for slot in self.output_slots:
+                out = values[slot]
+                outs.append(_make(np.array(out._data)) if id(plan.root(out._data)) in not_ours
+                            else out)
+        finally:
+            if reused:
+                self._local.busy = False
+        return self._structure(outs)
+
+    def _structure(self, flat):
+        graph = self.graph
+        if graph.out_tree is None:
+            return flat[0] if len(flat) == 1 else tuple(flat)
+        if not graph.static_outputs:
+            return tree_unflatten(graph.out_tree, flat)
+        it = iter(flat)
+        leaves = [graph.static_outputs[i] if i in graph.static_outputs else next(it)
+                  for i in range(len(graph.static_outputs) + len(flat))]
+        return tree_unflatten(graph.out_tree, leaves)
+
+
+def _refcount_when_only_in_a_dict():
+    held = {0: np.empty(0)}
+    return sys.getrefcount(held[0])
+
+
+# sys.getrefcount of an array held only by the dict it is looked up in
+_ONLY_OURS = _refcount_when_only_in_a_dict()
+
+

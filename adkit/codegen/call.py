@@ -81,7 +81,7 @@ class JitCall(PlanOp):
 
     @staticmethod
     def backward(ctx, *cts):
-        return (None,) + tuple(call_vjp(ctx.plan, ctx.saved_tensors, cts))
+        return (None,) + tuple(call_vjp(ctx.plan, ctx.saved_tensors, cts, _needed(ctx)))
 
     @staticmethod
     def jvp(ctx, _plan, *tangents):
@@ -103,17 +103,38 @@ class JitCall(PlanOp):
         return outs, (0,) * len(outs)
 
 
-def call_vjp(plan, args, cts):
-    """One gradient per argument (None for the non-float ones): JitCall of the graph's
-    vjp, which recomputes the forward inside, so it is differentiable in the arguments
+def _needed(ctx):
+    """Which arguments (after the plan) need a gradient: the others' are not computed."""
+    return tuple(bool(n) for n in ctx.needs_input_grad[1:])
+
+
+def _pruned(plan, key, graph, needed, specs):
+    """The CallPlan of `graph` keeping only the gradients of needed float arguments (dce
+    then drops the work that only fed the others)."""
+    keep = [need and is_float(s) for need, s in zip(needed, plan.graph.input_specs())]
+    return plan.derive((key, tuple(keep)), lambda: graph_of(
+        lambda *v: [g for g, k in zip(call(graph(), v), keep) if k], specs)), keep
+
+
+def _placed(grads, keep):
+    it = iter(_as_tuple(grads) if any(keep) else ())
+    return [next(it) if k else None for k in keep]
+
+
+def call_vjp(plan, args, cts, needed):
+    """The needed arguments' gradients (None for the others): JitCall of the graph's vjp,
+    which recomputes the forward inside, so it is differentiable in the arguments
     (create_graph, grad of grad)."""
     n_out, specs = plan.n_out, plan.graph.input_specs()
     cts = materialize(list(cts[:n_out]), plan.graph.output_specs())
-    vjp = plan.derive("vjp", lambda: graph_of(
-        lambda *v: call(vjp_parts(plan.graph)[0], v)[n_out:],
-        specs + plan.graph.output_specs()))
-    grads = _as_tuple(JitCall.apply(vjp, *args, *cts))
-    return [g if is_float(spec(a)) else None for g, a in zip(grads, args)]
+    vjp, keep = _pruned(plan, "vjp", lambda: _outputs_after(vjp_parts(plan.graph)[0], n_out),
+                        needed, specs + plan.graph.output_specs())
+    return _placed(JitCall.apply(vjp, *args, *cts) if any(keep) else (), keep)
+
+
+def _outputs_after(graph, n):
+    """`graph` returning its outputs after the first n."""
+    return graph_of(lambda *v: call(graph, v)[n:], graph.input_specs())
 
 
 def _split(plan):
@@ -156,12 +177,16 @@ class JitCallSavingResiduals(PlanOp):
     @staticmethod
     def backward(ctx, *cts):
         plan, saved = ctx.plan, ctx.saved_tensors  # reading them checks their versions
-        args, residuals = saved[:len(plan.graph.inputs)], saved[len(plan.graph.inputs):]
+        n_in = len(plan.graph.inputs)
+        args, residuals = saved[:n_in], saved[n_in:]
         if is_grad_enabled():
-            return (None,) + tuple(call_vjp(plan, args, cts))
+            return (None,) + tuple(call_vjp(plan, args, cts, _needed(ctx)))
         cts = materialize(list(cts[:plan.n_out]), plan.graph.output_specs())
-        grads = _as_tuple(JitCall.apply(_split(plan)[1], *args, *residuals, *cts))
-        return (None,) + tuple(g if is_float(spec(a)) else None for g, a in zip(grads, args))
+        backward = _split(plan)[1]
+        pruned, keep = _pruned(plan, "backward", lambda: backward.graph, _needed(ctx),
+                               backward.graph.input_specs())
+        grads = JitCall.apply(pruned, *args, *residuals, *cts) if any(keep) else ()
+        return (None,) + tuple(_placed(grads, keep))
 
 
 # ------------------------------------------------------------------ calling
@@ -186,7 +211,7 @@ def call_jitted(jitted, args, kwargs):
     if traced is None:
         return jitted.fn(*args, **kwargs)
     inputs = list(traced.captured) + tensors
-    eager_tape = not _dispatch._STACK.get()
+    eager_tape = not _dispatch._STACK.get() and is_grad_enabled()
     op = JitCallSavingResiduals if eager_tape else JitCall
     outs = _as_tuple(op.apply(traced.plan, *inputs))[:traced.plan.n_out]
     return traced.body.unflatten(outs)

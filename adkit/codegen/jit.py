@@ -72,15 +72,15 @@ class Jitted:
                 compiled = self._fast.get(key)
                 if compiled is None:
                     compiled = self._fast[key] = self.compile(*args)
-                if not (compiled.closes_over_grad and is_grad_enabled()):
+                if not compiled.closes_over_grad:
                     return compiled.run_checked(args)
         if _dispatch._STACK.get() or (is_grad_enabled() and any(
                 isinstance(x, Tensor) and x.requires_grad
                 for x in tree_flatten(args, is_leaf=_is_tensor)[0])):
             return call_jitted(self, args, kwargs)  # one op whose rules are compiled
         compiled = self.compile(*args, **kwargs)
-        if compiled.closes_over_grad and is_grad_enabled():
-            return call_jitted(self, args, kwargs)  # a closure over a parameter
+        if compiled.closes_over_grad:  # reads a parameter: live, and recorded if need be
+            return call_jitted(self, args, kwargs)
         return compiled(*args, **kwargs)
 
     def lower(self, *args, **kwargs):
@@ -94,8 +94,9 @@ class Jitted:
         if compiled is None:
             graph = trace(self.fn, *args, **kwargs)
             compiled = self.cache[key] = Compiled(OPTIMIZE(graph))
-            # a closure over a tensor that requires grad (a parameter): autograd must
-            # record calls, which then read its current value (call.py)
+            # a closure over a tensor that requires grad (a parameter): calls read its
+            # current value (an optimizer changes it in place) and autograd records them
+            # (call.py); other closed-over tensors are snapshots, as in JAX
             compiled.closes_over_grad = any(
                 data.get("requires_grad") for _, data in graph.nx.nodes(data=True))
         return compiled

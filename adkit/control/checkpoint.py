@@ -4,8 +4,8 @@ Owns: `snapshots(checkpoint, n)` (the number of carries a policy may store),
 `ScanCheckpointGrad` (the op that walks an optimal schedule: it advances the body,
 stores at most s carries, and at each turn runs the body's vjp for that step) and the
 counters a run leaves (`LAST_RUN`: forward steps, carries stored), read by tests and
-benchmarks. Does not: make schedules (revolve.py) or build the body's vjp (scan.py
-passes it in).
+benchmarks. Does not: make schedules (revolve.py), build the body's vjp (scan.py
+passes it in) or differentiate the reverse pass (second order: second_order.py).
 
 The whole schedule runs in the backward pass, from the initial carry: the forward pass
 stores nothing but the scan's own inputs. The forward steps counted are then exactly
@@ -81,19 +81,26 @@ class ScanCheckpointGrad(ArrayFunction):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        pass
+        ctx.plan = inputs[0]
+        ctx.save_for_backward(*inputs[2:])
+
+    # Its own derivatives (second order) are second_order.py's, which builds them on
+    # scan.py's reverse pass; scan.py imports this module, so second_order.py hands them
+    # in as it is imported (adkit.control imports it).
+    second_order_vjp = second_order_jvp = None
 
     @staticmethod
     def backward(ctx, *grads):
-        raise RuntimeError("scan with checkpoint=...: second derivatives through the "
-                           "checkpointed reverse pass are not supported; use "
-                           "checkpoint=None for grad of grad, hessian or jvp of grad")
+        """Grad of grad: by the reverse pass that stores every step's residuals; the
+        checkpoint bounds the first reverse pass only (second_order.py says why)."""
+        grads = ScanCheckpointGrad.second_order_vjp(ctx.plan, ctx.saved_tensors,
+                                                    ctx.needs_input_grad[2:], grads)
+        return (None, None) + tuple(grads)
 
     @staticmethod
-    def jvp(ctx, *tangents):
-        raise RuntimeError("scan with checkpoint=...: forward mode over the checkpointed "
-                           "reverse pass is not supported; use checkpoint=None for "
-                           "hessian or jvp of grad")
+    def jvp(ctx, _plan, _back, *tangents):
+        """Forward over reverse (hessian, jvp of grad): as `backward`."""
+        return ScanCheckpointGrad.second_order_jvp(ctx.plan, ctx.saved_tensors, tangents)
 
 
 def walk_schedule(n, s, init, ct, step, turn):

@@ -5,7 +5,8 @@ jvp: a while loop of the body's jvp; vmap: a loop that runs until every example 
 done, each example keeping its carry once its predicate is false; backward: `WhileGrad`,
 which records the trip count and the carries as it runs the loop again, then walks
 back through the body's vjp) and the public `while_loop` and `fori_loop` (a scan when
-its bounds are Python ints, as in JAX). Does not: trace bodies (body.py).
+its bounds are Python ints, as in JAX). Does not: trace bodies (body.py) or hold
+WhileGrad's own backward (grad of grad: second_order.py).
 
 A While node's arguments: (cond consts..., body consts..., init carries...). The cond
 graph takes (cond consts..., carries...) and returns a bool 0-d tensor; the body graph
@@ -37,6 +38,7 @@ from .body import fresh, trace_body
 from .checkpoint import snapshots, walk_schedule
 from .derive import call, graph_of, jvp_parts, split, vjp_parts, vmap_graph
 from .scan import scan
+from .second_order import while_grad_backward
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -175,9 +177,10 @@ class WhileGrad(ArrayFunction):
 
     @staticmethod
     def backward(ctx, *grads):
-        raise RuntimeError("while_loop: a second derivative in reverse mode (grad of grad) "
-                           "is not supported; use fori_loop or scan with a fixed trip count, "
-                           "or forward mode over reverse (jacfwd of grad, hessian)")
+        """Grad of grad: eagerly, through a scan as long as the loop ran (the trip count
+        is fixed once the inputs are known); under tracing a clear error."""
+        return (None, None) + tuple(while_grad_backward(
+            ctx.plan, ctx.saved_tensors, ctx.needs_input_grad[2:], grads))
 
     @staticmethod
     def jvp(ctx, _plan, _back, *tangents):

@@ -229,6 +229,15 @@ def test_an_index_numpy_computes_keeps_the_switch_on_numpy():
     assert numpy_switches(compiled) and not native_switches(compiled.steps)
 
 
+def test_an_int32_index_is_cast_on_numpy_and_clamped_the_same():
+    def f(k, a, b):  # switch casts an int32 index to int64: numpy makes the index
+        return ak.switch(k, BRANCHES, a, b)
+    jf = ak.jit(f)
+    for k in INDICES:
+        compiled = check(jf, f, ak.tensor(np.int32(k)), t(2, 3), t(2, 3))
+    assert numpy_switches(compiled) and not native_switches(compiled.steps)
+
+
 def test_a_branch_numpy_must_run_keeps_the_switch_on_numpy():
     def f(x):  # sort has no native lowering
         return ak.cond(x.sum() > 0, lambda a: a.sort()[0] * 2, lambda a: a + 1, x)

@@ -761,3 +761,20 @@ def test_custom_function_without_jvp_under_forward_mode():
     close(F.jacrev(NoJvp.apply)(t(X)), 2 * np.eye(3))
     with pytest.raises(NotImplementedError, match="You must implement the jvp function"):
         F.jvp(NoJvp.apply, (t(X),), (t(X),))
+
+
+def test_mixed_second_derivatives_come_back_without_history():
+    # the inner grad's fresh leaf is a dead end once it returns: the outer result must
+    # not keep a graph to it (torch.func returns plain tensors)
+    x, y = ak.tensor(1.5), ak.tensor(0.5)
+    f = lambda x, y: (x * y).sin()  # noqa: E731
+    for outer in (F.grad(lambda x, y: F.grad(f, argnums=0)(x, y), argnums=1),
+                  F.jacrev(F.jacrev(f, argnums=0), argnums=1)):
+        got = outer(x, y)
+        assert not got.requires_grad and got.grad_fn is None
+        # d/dy d/dx sin(xy) = cos(xy) - xy sin(xy)
+        np.testing.assert_allclose(got.item(), np.cos(0.75) - 0.75 * np.sin(0.75), rtol=1e-6)
+    w = ak.tensor(2.0, requires_grad=True)  # a caller's parameter keeps its history
+    inner = F.grad(lambda x, y: f(x, y) * w, argnums=0)
+    got = F.grad(lambda x, y: inner(x, y), argnums=1)(x, y)
+    assert got.requires_grad

@@ -6,6 +6,8 @@ engine, forward mode the forward-AD levels, both on physical tensors (see _level
 every transform composes with vmap, with each other at any depth, and with tracing.
 Does not: hold derivative rules (each op's Function has them).
 """
+import contextlib
+import contextvars
 import functools
 
 import numpy as np
@@ -33,6 +35,12 @@ def _argnums_tuple(argnums, n_args, name):
     return tuple(a % n_args for a in nums), isinstance(argnums, int)
 
 
+# ids of the fresh leaves of the reverse-mode transforms whose function (or vjp_fn) is
+# running: an enclosing transform may still differentiate with respect to these. A
+# finished transform's leaves are dead ends (nothing outside can ask for them).
+_ACTIVE_LEAVES = contextvars.ContextVar("adkit_active_transform_leaves", default=frozenset())
+
+
 class _Prepared:
     """Differentiable stand-ins for the leaves of some arguments: each leaf lifted to the
     active vmap levels, with a fresh physical tensor the engine differentiates against."""
@@ -55,6 +63,7 @@ class _Prepared:
                     else:
                         fresh = phys.detach().requires_grad_(_differentiable(phys))
                         fresh._fw = phys._fw  # keep forward-AD tangents (jvp of grad)
+                        fresh._transform_leaf = True
                         phys = fresh
                 self.physicals.append(phys)
                 values.append(_levels.rebatch(phys, levels))
@@ -66,6 +75,16 @@ class _Prepared:
     def own_leaves(self):
         """ids of the fresh leaves this transform made (not the caller's tensors)."""
         return {id(p) for p in self.physicals if p.is_leaf}
+
+    @contextlib.contextmanager
+    def active(self):
+        """While the function runs, its values may be differentiated by this transform:
+        a transform inside it must keep their history to these leaves."""
+        token = _ACTIVE_LEAVES.set(_ACTIVE_LEAVES.get() | self.own_leaves())
+        try:
+            yield
+        finally:
+            _ACTIVE_LEAVES.reset(token)
 
     def regroup(self, flat_grads):
         """Gradients (one per physical leaf) back into the arguments' structures."""
@@ -99,7 +118,8 @@ def grad_and_value(func, argnums=0, has_aux=False):
         levels = _levels.active_levels()
         with enable_grad():
             prepared = _Prepared([args[i] for i in nums], levels)
-            output = func(*_replace_args(args, nums, prepared.trees()), **kwargs)
+            with prepared.active():
+                output = func(*_replace_args(args, nums, prepared.trees()), **kwargs)
         output, aux = _split_aux(output, has_aux, "grad_and_value")
         if not isinstance(output, Tensor) or output.dim() != 0:
             what = (f"tensor with {output.dim()} dims" if isinstance(output, Tensor)
@@ -174,7 +194,9 @@ def _innermost(x):
 
 def _reaches_outside(outputs, own):
     """Whether the outputs' history reaches a leaf whose id is not in `own`, e.g. a
-    caller's parameter or an enclosing transform's input."""
+    caller's parameter or an enclosing transform's input (a finished transform's leaf
+    does not count)."""
+    active = _ACTIVE_LEAVES.get()
     seen, stack = set(), [o.grad_fn for o in outputs if o.grad_fn is not None]
     while stack:
         node = stack.pop()
@@ -182,7 +204,8 @@ def _reaches_outside(outputs, own):
             continue
         seen.add(id(node))
         variable = getattr(node, "variable", None)
-        if variable is not None and id(variable) not in own:
+        if variable is not None and id(variable) not in own and (
+                id(variable) in active or not getattr(variable, "_transform_leaf", False)):
             return True
         stack.extend(n for n, _ in node.next_functions if n is not None)
     return False
@@ -194,7 +217,8 @@ def vjp(func, *primals, has_aux=False):
     levels = _levels.active_levels()
     with enable_grad():
         prepared = _Prepared(primals, levels)
-        output = func(*prepared.trees())
+        with prepared.active():
+            output = func(*prepared.trees())
     output, aux = _split_aux(output, has_aux, "vjp")
     out_leaves, out_spec = tree_flatten(output, is_leaf=_is_tensor)
     out_phys = [_levels.physical(o, levels) for o in out_leaves]
@@ -209,7 +233,8 @@ def vjp(func, *primals, has_aux=False):
                                f"pytree structure of outputs to the function. cotangents: "
                                f"{ct_spec}, primal output: {out_spec}")
         grad_outputs = [_cotangent(c, levels) for c in ct_leaves]
-        grads = _grads(out_phys, prepared.physicals, grad_outputs)
+        with prepared.active():
+            grads = _grads(out_phys, prepared.physicals, grad_outputs)
         grads = [_from_physical(g, levels) for g in grads]
         return tuple(prepared.regroup(grads))
 

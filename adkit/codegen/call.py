@@ -46,6 +46,12 @@ class CallPlan(Plan):
     def n_out(self):
         return len(self.graph.outputs)
 
+    def in_specs(self):
+        return self.derived("in_specs", self.graph.input_specs)
+
+    def out_specs(self):
+        return self.derived("out_specs", self.graph.output_specs)
+
 
 def _run(plan, arrays):
     """The plan's outputs (arrays) for input arrays, from its compiled program."""
@@ -76,8 +82,8 @@ class JitCall(PlanOp):
 
     @staticmethod
     def infer(plan, *arrays):
-        plan.check_arguments(arrays, plan.graph.input_specs(), plan.name)
-        return tuple(plan.graph.output_specs())
+        plan.check_arguments(arrays, plan.in_specs(), plan.name)
+        return tuple(plan.out_specs())
 
     @staticmethod
     def backward(ctx, *cts):
@@ -87,7 +93,7 @@ class JitCall(PlanOp):
     def jvp(ctx, _plan, *tangents):
         plan, args = ctx.plan, ctx.saved_tensors
         tangents = materialize(list(tangents), [spec(a) for a in args])
-        n_out, specs = plan.n_out, plan.graph.input_specs()
+        n_out, specs = plan.n_out, plan.in_specs()
         jvp = plan.derive("jvp", lambda: graph_of(
             lambda *v: call(jvp_parts(plan.graph), v)[n_out:], specs + specs))
         return JitCall.apply(jvp, *args, *tangents)
@@ -111,7 +117,7 @@ def _needed(ctx):
 def _pruned(plan, key, graph, needed, specs):
     """The CallPlan of `graph` keeping only the gradients of needed float arguments (dce
     then drops the work that only fed the others)."""
-    keep = [need and is_float(s) for need, s in zip(needed, plan.graph.input_specs())]
+    keep = [need and is_float(s) for need, s in zip(needed, plan.in_specs())]
     return plan.derive((key, tuple(keep)), lambda: graph_of(
         lambda *v: [g for g, k in zip(call(graph(), v), keep) if k], specs)), keep
 
@@ -125,10 +131,10 @@ def call_vjp(plan, args, cts, needed):
     """The needed arguments' gradients (None for the others): JitCall of the graph's vjp,
     which recomputes the forward inside, so it is differentiable in the arguments
     (create_graph, grad of grad)."""
-    n_out, specs = plan.n_out, plan.graph.input_specs()
-    cts = materialize(list(cts[:n_out]), plan.graph.output_specs())
+    n_out, specs = plan.n_out, plan.in_specs()
+    cts = materialize(list(cts[:n_out]), plan.out_specs())
     vjp, keep = _pruned(plan, "vjp", lambda: _outputs_after(vjp_parts(plan.graph)[0], n_out),
-                        needed, specs + plan.graph.output_specs())
+                        needed, specs + plan.out_specs())
     return _placed(JitCall.apply(vjp, *args, *cts) if any(keep) else (), keep)
 
 
@@ -164,7 +170,7 @@ class JitCallSavingResiduals(PlanOp):
 
     @staticmethod
     def infer(plan, *arrays):
-        return tuple(_split(plan)[0].graph.output_specs())
+        return tuple(_split(plan)[0].out_specs())
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -172,6 +178,7 @@ class JitCallSavingResiduals(PlanOp):
         residuals = _as_tuple(output)[plan.n_out:]
         ctx.plan = plan
         ctx.mark_non_differentiable(*residuals)
+        ctx.set_materialize_grads(False)  # no zeros for the residuals' cotangents
         ctx.save_for_backward(*args, *residuals)
 
     @staticmethod
@@ -181,10 +188,10 @@ class JitCallSavingResiduals(PlanOp):
         args, residuals = saved[:n_in], saved[n_in:]
         if is_grad_enabled():
             return (None,) + tuple(call_vjp(plan, args, cts, _needed(ctx)))
-        cts = materialize(list(cts[:plan.n_out]), plan.graph.output_specs())
+        cts = materialize(list(cts[:plan.n_out]), plan.out_specs())
         backward = _split(plan)[1]
         pruned, keep = _pruned(plan, "backward", lambda: backward.graph, _needed(ctx),
-                               backward.graph.input_specs())
+                               backward.in_specs())
         grads = JitCall.apply(pruned, *args, *residuals, *cts) if any(keep) else ()
         return (None,) + tuple(_placed(grads, keep))
 

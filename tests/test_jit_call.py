@@ -182,7 +182,8 @@ def test_calls_reuse_the_trace_and_the_compiled_programs():
     forward, _ = traced.plan.cache["split"]
     assert "compiled" in forward.cache
     # the backward computes only the gradients asked for: here of all three arguments
-    assert set(traced.plan.cache) == {"split", ("backward", (True, True, True))}
+    derived = {k for k in traced.plan.cache if k not in ("in_specs", "out_specs")}
+    assert derived == {"split", ("backward", (True, True, True))}
     assert "compiled" in traced.plan.cache[("backward", (True, True, True))].cache
 
 

@@ -62,6 +62,22 @@ def test_hoisting_inside_gradient_graphs_and_nested_loops():
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-14)
 
 
+def test_a_hoisted_transpose_enters_the_loop_as_a_contiguous_copy():
+    # a reverse pass reads w transposed at every step: one copy in memory order, made
+    # before the loop, instead of strided reads per step
+    def loop(h0, w):
+        return ak.fori_loop(0, 4, lambda i, h: (h @ w).tanh(), h0).sum()
+    graph = ak.trace(ak.func.grad(loop, argnums=1), H0, W)
+    hoisted = ak.ir.passes.dce(hoist_invariants(graph))
+    hoisted.validate()
+    ops = {m: hoisted.nx.nodes[m]["op"].__name__ for m in hoisted.op_nodes}
+    (clone,) = [m for m, name in ops.items() if name == "Clone"]
+    (_, source, _), = hoisted.args_of(clone)
+    assert ops[source] == "Transpose"
+    assert any(ops[v] == "Scan" for v in hoisted.nx.successors(clone))
+    np.testing.assert_allclose(hoisted(H0, W).numpy(), graph(H0, W).numpy(), rtol=1e-14)
+
+
 def test_validate_checks_bodies_and_the_node_against_them():
     graph = ak.trace(scan_with_invariant_work, H0, W)
     graph.validate()

@@ -8,9 +8,15 @@ place. Which body inputs are consts and which node arguments feed them, each pla
 (`const_slots`); `with_more_consts` builds the plan that takes the hoisted values as
 extra consts. Only ops that run their plan with the plan's own argument layout
 (`runs_its_plan = True`: Scan, While) are touched.
+
+A hoisted view that reorders its input's dims (its op says `reorders`: a transpose of a
+weight matrix, which every reverse pass reads) enters the loop as a contiguous copy made
+once: read at every step in memory order, it vectorizes (a transposed 32x32 operand
+read along its strided dim costs gathers at each step).
 """
 from ..ir.passes import recursive
 from ..ir.passes.cleanup import dce, redirect, writes_in_place
+from ..ops.unary import Clone
 
 
 def _hoist_node(graph, n):
@@ -26,12 +32,24 @@ def _hoist_node(graph, n):
             continue
         outer = _copy_out(graph, n, body, invariant, arg_start, body_start)
         new_body = _with_inputs_for(body, needed, body_start + count)
-        _insert_arguments(graph, n, [outer[v] for v in needed], 1 + arg_start + count)
+        values = [_in_memory_order(graph, outer[v]) for v in needed]
+        _insert_arguments(graph, n, values, 1 + arg_start + count)
         plan = plan.with_more_consts(name, len(needed), new_body)
         data["params"]["plan"] = plan
     for name in list(plan.const_slots()):
         plan = _drop_unused_consts(graph, n, plan, name)
     data["params"]["plan"] = plan
+
+
+def _in_memory_order(graph, value):
+    """`value` ((node, out) in graph), or a contiguous copy of it when it is a view
+    that reorders dims."""
+    node, out = value
+    data = graph.nx.nodes[node]
+    if data["kind"] != "op" or not getattr(data["op"], "reorders", False):
+        return value
+    copy = graph.add_op(Clone, {0: value}, {}, [data["specs"][out]], data.get("source"))
+    return copy, 0
 
 
 def _drop_unused_consts(graph, n, plan, name):

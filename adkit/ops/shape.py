@@ -291,6 +291,7 @@ class Transpose(ArrayFunction):
     public_name = "transpose"
     aliases = ("swapaxes", "swapdims")
     is_view = True
+    reorders = True  # a view whose elements are out of memory order (see control/hoist.py)
 
     @staticmethod
     def forward(x, dim0, dim1):
@@ -325,6 +326,7 @@ class Permute(ArrayFunction):
     grad_x = grad_out permuted by the inverse order."""
     public_name = "permute"
     is_view = True
+    reorders = True  # a view whose elements are out of memory order (see control/hoist.py)
 
     @staticmethod
     def forward(x, dims):

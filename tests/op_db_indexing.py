@@ -161,6 +161,50 @@ def _index_add_ref(x, dim, index, source, alpha=1):
     return out
 
 
+def _unique_along(shape, n, dim, rng):
+    """An int64 index of `shape` whose entries along `dim` are distinct, in [0, n)."""
+    moved = np.moveaxis(np.zeros(shape, np.int64), dim, -1)
+    rows = [rng.permutation(n)[:moved.shape[-1]] for _ in range(int(np.prod(moved.shape[:-1])))]
+    return np.moveaxis(np.reshape(rows, moved.shape), -1, dim)
+
+
+def _scatter_samples(dtype, rng):  # distinct indices: the written value is defined
+    return [SampleInput((make_array((3, 4), dtype, rng), 0, _unique_along((2, 4), 3, 0, rng),
+                         make_array((2, 5), dtype, rng))),
+            SampleInput((make_array((3, 4), dtype, rng), -1, _unique_along((3, 2), 4, 1, rng),
+                         make_array((3, 2), dtype, rng))),
+            SampleInput((make_array((2, 3), dtype, rng), 1, _unique_along((2, 3), 3, 1, rng),
+                         1.5))]
+
+
+def _scatter_ref(x, dim, index, src):
+    d = dim % x.ndim
+    out = x.copy()
+    grid = list(np.ogrid[tuple(slice(s) for s in index.shape)])
+    grid[d] = index
+    out[tuple(grid)] = src[tuple(slice(s) for s in index.shape)] \
+        if isinstance(src, np.ndarray) else src
+    return out
+
+
+def _index_put_samples(dtype, rng):
+    return [SampleInput((make_array((4, 3), dtype, rng), np.array([3, -1, 0, 3]),
+                         make_array((4, 3), dtype, rng)), {"accumulate": True}),
+            SampleInput((make_array((4, 3), dtype, rng), np.array([[2, 0], [-3, 3]]),
+                         make_array((3,), dtype, rng))),
+            SampleInput((make_array((5,), dtype, rng), np.array([4, 1]),
+                         make_array((), dtype, rng)), {"accumulate": True})]
+
+
+def _index_put_ref(x, index, values, accumulate=False):
+    out = x.copy()
+    if accumulate:
+        np.add.at(out, index, np.broadcast_to(values, out[index].shape))
+    else:
+        out[index] = values
+    return out
+
+
 def _sort_samples(dtype, rng):
     def distinct(shape):  # no ties: gradients are defined and orders are unique
         n = int(np.prod(shape))
@@ -200,6 +244,11 @@ ROWS = [
     OpInfo("index_add", _index_add_ref, _index_add_samples, method="index_add"),
     OpInfo("index_add_", _index_add_ref, _index_add_samples,
            op=lambda x, d, i, s, **kw: x.clone().index_add_(d, i, s, **kw)),
+    OpInfo("scatter", _scatter_ref, _scatter_samples, method="scatter"),
+    OpInfo("index_put", _index_put_ref, _index_put_samples,
+           op=lambda x, i, v, **kw: x.index_put((i,), v, **kw)),
+    OpInfo("index_put_", _index_put_ref, _index_put_samples,
+           op=lambda x, i, v, **kw: x.clone().index_put_((i,), v, **kw)),
     OpInfo("sort", _np_sort, _sort_samples, method="sort", dtypes=FLOATS + (np.int64,)),
     OpInfo("topk", _np_topk, _topk_samples, method="topk"),
 ]

@@ -835,10 +835,11 @@ def test_how_to_fixes_work():
     assert_close(by_static(x, bool(x.sum() > 0)), _branchy(x))
 
 
-def test_traced_index_tensor_raises_tracer_value_error():
+def test_traced_index_tensors_index_like_eager():
+    # (issue 13: x[i] with a traced i was a TracerValueError; tests/test_jit_indexing.py)
     jitted = ak.jit(lambda x, i: x[i])
-    with pytest.raises(TracerValueError, match="ak.where"):
-        jitted(rand(4, 3), ak.tensor(np.array([0, 2])))
+    x, i = rand(4, 3), ak.tensor(np.array([0, 2]))
+    assert_close(jitted(x, i), x[i])
     # index_select / gather take a traced index
     g = ak.jit(lambda x, i: x.index_select(0, i).exp())
     x, i = rand(4, 3), ak.tensor(np.array([0, 2, 2]))

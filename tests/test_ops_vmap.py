@@ -42,7 +42,7 @@ def _configs(info, sample):
 
 # In-place ops writing into their first argument: an unbatched target with a batched
 # value is an error under vmap (as in PyTorch), tested in test_vmap_inplace/indexing.
-_WRITES_INTO_FIRST = ("setitem", "index_add_", "mul_ through a slice",
+_WRITES_INTO_FIRST = ("setitem", "index_add_", "index_put_", "mul_ through a slice",
                       "add_ through a transpose", "copy_ into a view",
                       "div_ through a flat view")
 

@@ -3,6 +3,8 @@
 
 Owns: `TracerTensor` (a Tensor that knows only shape and dtype), `TracingInterpreter`
 (the interpreter-stack level that turns apply calls into nodes) and `trace`.
+An in-place op that writes a traced value nothing else can see (no view, no views, not
+an input) is recorded as its class's `traced_out_of_place` op, so the graph stays pure.
 Does not: evaluate, print or transform graphs.
 Invariant: a tracer's `_data` is a zero-strided stand-in array: shape/dtype code works,
 and reading values raises TracerValueError with what to do instead.
@@ -123,8 +125,11 @@ class TracingInterpreter(_dispatch.Interpreter):
             raise
         except Exception as e:
             raise _inference_error(cls, specs_in, e) from e
-        node = self.graph.add_op(cls, edges, params, inferred.specs, source=_user_source(),
-                                 aliases=inferred.aliases)
+        op, aliases = cls, inferred.aliases
+        if self._writes_unseen(cls, aliases, tensors):
+            op, aliases = cls.traced_out_of_place, (None,) * len(aliases)
+        node = self.graph.add_op(op, edges, params, inferred.specs, source=_user_source(),
+                                 aliases=aliases)
         outs = []
         for i, (spec, alias) in enumerate(zip(inferred.specs, inferred.aliases)):
             if alias is not None:  # an in-place op: the input now names the new value
@@ -141,6 +146,25 @@ class TracingInterpreter(_dispatch.Interpreter):
             else:
                 outs.append(_new_tracer(self, node, i, spec))
         return tuple(outs) if inferred.is_tuple else outs[0]
+
+    def _writes_unseen(self, cls, aliases, tensors):
+        """Whether in-place op `cls`, whose class names its out-of-place version
+        (`traced_out_of_place`), writes a value nothing else can see: a traced op result
+        that is no view and has no live views. Recording the out-of-place op then
+        computes the same (the tracer names the new value, as it would the written one),
+        and the graph keeps no in-place node: passes and native code treat it like any
+        other. Inputs, constants and views keep the in-place node (their writes are seen
+        outside it)."""
+        written = [tensors[a] for a in aliases if a is not None]
+        if getattr(cls, "traced_out_of_place", None) is None or len(written) != 1:
+            return False
+        t = written[0]
+        if not isinstance(t, TracerTensor) or t._interpreter is not self or \
+                t._base is not None or "_of_constant" in t.__dict__:
+            return False
+        if self.graph.nx.nodes[t._node]["kind"] != "op":
+            return False
+        return not any(v._base is t for v in t.__dict__.get("_views", ()))
 
 
 def _inference_error(cls, specs_in, error):

@@ -30,9 +30,12 @@ class ArrayFunction(Function):
     combines), `native_contraction` (a matmul a kernel computes inline),
     `native_broadcast` (a kernel reads its input in its place), `native_gemm` (BLAS),
     `native_view` (its results are views: strides into its input), `native_copy` (a
-    strided copy loop), `native_moves` (index tables) and `native_cost` (ns per
-    element, for the thread cost model). Each is documented where it is defined;
-    passes and codegen find them by attribute (`ops.with_rule`), never by op name."""
+    strided copy loop), `native_moves` (index tables), `native_index` (a gather or
+    scatter at index tensors, bounds checked: see _indexed.py) and `native_cost` (ns
+    per element, for the thread cost model); an in-place op's `traced_out_of_place`
+    names the op tracing records when nobody else sees its write. Each is documented
+    where it is defined; passes and codegen find them by attribute (`ops.with_rule`),
+    never by op name."""
 
     _arrays_in = True
     public_name = None

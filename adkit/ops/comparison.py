@@ -334,7 +334,11 @@ class Where(ArrayFunction):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        save_mixed(ctx, inputs)
+        # only the condition is saved (x and y only for their shapes), as in PyTorch: x
+        # or y may change in place afterwards (x[mask] = v is a where, then a write)
+        condition, x, y = inputs
+        save_mixed(ctx, (condition,))
+        ctx.shapes = (shape_of(x), shape_of(y))
 
     @classmethod
     def vmap(cls, info, in_dims, condition, x, y):
@@ -346,18 +350,19 @@ class Where(ArrayFunction):
 
     @staticmethod
     def backward(ctx, grad_out):
-        (cond, x, y), _ = load_mixed(ctx)
+        (cond,), _ = load_mixed(ctx)
         _, need_x, need_y = ctx.needs_input_grad
-        grad_x = sum_to(Where.apply(cond, grad_out, 0.0), shape_of(x)) if need_x else None
-        grad_y = sum_to(Where.apply(cond, 0.0, grad_out), shape_of(y)) if need_y else None
+        x_shape, y_shape = ctx.shapes
+        grad_x = sum_to(Where.apply(cond, grad_out, 0.0), x_shape) if need_x else None
+        grad_y = sum_to(Where.apply(cond, 0.0, grad_out), y_shape) if need_y else None
         return None, grad_x, grad_y
 
     @staticmethod
     def jvp(ctx, _cond_t, x_t, y_t):
-        (cond, x, y), _ = load_mixed(ctx)
+        (cond,), _ = load_mixed(ctx)
         if x_t is None and y_t is None:
             return None
-        shape = np.broadcast_shapes(shape_of(cond), shape_of(x), shape_of(y))
+        shape = np.broadcast_shapes(shape_of(cond), *ctx.shapes)
         out_t = Where.apply(cond, 0.0 if x_t is None else x_t, 0.0 if y_t is None else y_t)
         return out_t if tuple(out_t.shape) == shape else out_t.expand(shape)
 

@@ -3,27 +3,28 @@ sort, topk.
 
 Owns: parsing an index key the way PyTorch applies it, in two steps: basic indexing
 (ints, slices, None: a view, `BasicIndex`), then advanced indexing with integer arrays
-on that view (a copy, `AdvancedIndex`); and each op's rules. Index tensors are int64
-static data, never differentiated. Does not: reshape or join tensors (see shape.py).
+on that view (a copy, `AdvancedIndex`); and each op's rules. Integer arrays and lists in
+a key are static data (never differentiated); an integer tensor of one dim or more is an
+argument of the op (tensor_index.py's IndexTensor / IndexPutTensor_), read when it runs,
+so a traced index works. A bool mask tensor without values (traced, batched) can be
+written through (`x[mask] = v` is a where) but not read (`x[mask]` has as many elements
+as the mask has True ones). Does not: reshape or join tensors (see shape.py).
 """
 import numpy as np
 
-from ..tensor import Tensor, zeros
+from ..tensor import AbstractTensor, Tensor, _make, zeros
 from ._families import ArrayFunction, _logical, public
-from ._helpers import moves_by_forward, shape_of, sum_to
-from .shape import batch_first, expand_error
-
-_BAD_INDEX_TENSOR = "tensors used as indices must be long, int, byte or bool tensors"
-
-
-def inplace_vmap_error(op="inplace arithmetic"):
-    """PyTorch's error for an in-place op under vmap on an unbatched self whose other
-    arguments are batched (the result could not hold every example)."""
-    return RuntimeError(f"vmap: {op}(self, *extra_args) is not possible because there "
-                        "exists a Tensor `other` in extra_args that has more elements than "
-                        "`self`. This happened due to `other` being vmapped over but `self` "
-                        "not being vmapped over in a vmap. Please try to use out-of-place "
-                        f"operators instead of {op}.")
+from ._helpers import moves_by_forward, shape_of
+from .comparison import Where
+from .shape import batch_first
+from .tensor_index import (
+    BAD_INDEX_TENSOR,
+    IndexPutTensor_,
+    IndexTensor,
+    assign,
+    inplace_vmap_error,
+    sum_to_value,
+)
 
 
 # ---------------------------------------------------------------- parsing a key
@@ -32,7 +33,15 @@ def _index_item(item):
     if item is None or item is Ellipsis:
         return item
     if isinstance(item, Tensor):
-        item = np.asarray(item)  # a traced/batched index raises here: it has no values
+        kind = item.dtype.np.kind
+        if kind in "iu" and (item.ndim or isinstance(item, AbstractTensor)):
+            return item  # an index tensor: an argument of the op, read when it runs
+        if kind == "b" and isinstance(item, AbstractTensor):
+            item._value_error("x[mask] with a bool mask (the result has one element per "
+                              "True element: its shape depends on the mask's values)")
+        if kind not in "iub":
+            raise IndexError(BAD_INDEX_TENSOR)
+        item = np.asarray(item)
     if isinstance(item, slice):
         start, stop, step = (None if v is None else v.__index__()
                              for v in (item.start, item.stop, item.step))
@@ -51,7 +60,7 @@ def _index_item(item):
             return int(arr)  # PyTorch treats a 0-d integer tensor as an int
         if arr.dtype.kind in "iu" or arr.size == 0:
             return arr.astype(np.int64, copy=False)
-        raise IndexError(_BAD_INDEX_TENSOR)
+        raise IndexError(BAD_INDEX_TENSOR)
     raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte "
                      f"Variables are valid indices (got {type(item).__name__})")
 
@@ -60,6 +69,8 @@ def _consumed(item):
     """How many dims of the indexed tensor an item uses up."""
     if isinstance(item, np.ndarray):
         return item.ndim if item.dtype.kind == "b" else 1
+    if isinstance(item, Tensor):
+        return item.ndim if item.dtype.np.kind == "b" else 1
     return 0 if item is None or item is Ellipsis else 1
 
 
@@ -88,7 +99,8 @@ def _basic_step(items, shape):
             basic.append(item)
             later.append(None)
             dim += 1
-        elif item.ndim == 0 and item.dtype.kind == "b":  # x[True]: a new dim of size 1
+        elif isinstance(item, np.ndarray) and item.ndim == 0 and item.dtype.kind == "b":
+            # x[True]: a new dim of size 1
             basic.append(None)
             later.append(np.zeros(int(item), np.int64))
         else:
@@ -107,6 +119,8 @@ def _advanced_step(later, shape):
             key.append(slice(None))
         elif isinstance(item, tuple):
             continue
+        elif isinstance(item, Tensor):  # checked when the op runs
+            key.append(item)
         elif item.dtype.kind == "b":
             for j in range(item.ndim):
                 if item.shape[j] != shape[d + j]:
@@ -121,7 +135,7 @@ def _advanced_step(later, shape):
                 raise IndexError(f"index {bad.flat[0]} is out of bounds for dimension {d} "
                                  f"with size {n}")
             key.append(item)
-    arrays = [a for a in key if isinstance(a, np.ndarray)]
+    arrays = [a for a in key if isinstance(a, (np.ndarray, Tensor))]
     try:
         np.broadcast_shapes(*[a.shape for a in arrays])
     except ValueError:
@@ -266,7 +280,22 @@ class IndexScatter(ArrayFunction):
 
 def _index(x, basic, advanced):
     out = x if basic is None else BasicIndex.apply(x, basic)
-    return out if advanced is None else AdvancedIndex.apply(out, advanced)
+    if advanced is None:
+        return out
+    tensors = _tensor_key(advanced)
+    if tensors is not None:
+        return IndexTensor.apply(out, tensors[0], *tensors[1])
+    return AdvancedIndex.apply(out, advanced)
+
+
+def _tensor_key(advanced):
+    """(positions, index tensors) of an advanced key holding index tensors (its arrays,
+    static, become constant tensors beside them); None for a key of arrays alone."""
+    if not any(isinstance(k, Tensor) for k in advanced):
+        return None
+    positions = tuple(d for d, k in enumerate(advanced) if not isinstance(k, slice))
+    return positions, [k if isinstance(k, Tensor) else _make(k) for k in advanced
+                       if not isinstance(k, slice)]
 
 
 @public("__getitem__", variants=("method",))
@@ -280,34 +309,6 @@ def getitem(x, key):
 
 
 # ---------------------------------------------------------------- x[key] = value
-def _assign(arr, value, basic, advanced):
-    """arr[key] = value in place (numpy broadcasting), with PyTorch's errors."""
-    target = arr if basic is None else arr[basic + (Ellipsis,)]
-    try:
-        if advanced is None:
-            target[...] = value
-        else:
-            target[advanced] = value
-    except ValueError as e:
-        if "read-only" in str(e):
-            raise RuntimeError("unsupported operation: more than one element of the "
-                               "written-to tensor refers to a single memory location. Please "
-                               "clone() the tensor before performing the operation.") from None
-        if advanced is None:
-            raise RuntimeError(expand_error(np.asarray(value), target.shape)) from None
-        raise RuntimeError(f"shape mismatch: value tensor of shape "
-                           f"{list(np.shape(value))} cannot be broadcast to indexing result "
-                           f"of shape {list(target[advanced].shape)}") from None
-
-
-def _sum_to_value(grad, shape):
-    """grad (of the indexed region's shape) summed to the shape of the value written."""
-    extra = len(shape) - grad.ndim
-    if extra > 0:  # the value had extra leading size-1 dims
-        grad = grad.reshape((1,) * extra + tuple(grad.shape))
-    return sum_to(grad, shape)
-
-
 class IndexPut(ArrayFunction):
     """y = copy of x with y[key] = value;  grad_x = grad_out with the region zeroed,
     grad_value = sum_to(grad_out[key], value.shape)."""
@@ -315,7 +316,7 @@ class IndexPut(ArrayFunction):
     @staticmethod
     def forward(x, value, basic, advanced):
         out = x.copy()
-        _assign(out, value, basic, advanced)
+        assign(out, value, basic, advanced)
         return out
 
     @staticmethod
@@ -330,7 +331,7 @@ class IndexPut(ArrayFunction):
         if ctx.needs_input_grad[0]:
             grad_x = IndexPut.apply(grad_out, 0, ctx.basic, ctx.advanced)
         if ctx.needs_input_grad[1]:
-            grad_v = _sum_to_value(_index(grad_out, ctx.basic, ctx.advanced),
+            grad_v = sum_to_value(_index(grad_out, ctx.basic, ctx.advanced),
                                    ctx.value_shape)
         return grad_x, grad_v, None, None
 
@@ -380,7 +381,7 @@ class SetItem(IndexPut):
 
     @staticmethod
     def forward(x, value, basic, advanced):
-        _assign(x, value, basic, advanced)
+        assign(x, value, basic, advanced)
         return x
 
     @staticmethod
@@ -390,10 +391,89 @@ class SetItem(IndexPut):
 
     @classmethod
     def interface(cls, x, key, value):
-        basic, advanced = parse_key(key, x.shape)
+        items = key if isinstance(key, tuple) else (key,)
         if not isinstance(value, (Tensor, int, float, bool, np.number, np.bool_)):
             value = Tensor(value, dtype=x.dtype)
+        if any(_unknown_mask(i) for i in items):
+            return _masked_write(x, items, value)
+        basic, advanced = parse_key(key, x.shape)
+        tensors = None if advanced is None else _tensor_key(advanced)
+        if tensors is not None:
+            return IndexPutTensor_.apply(x, value, basic, tensors[0], False, *tensors[1])
         return cls.apply(x, value, basic, advanced)
+
+
+def _unknown_mask(item):
+    """Whether a key item is a bool tensor without values (traced, batched)."""
+    return isinstance(item, AbstractTensor) and item.dtype.np == np.bool_
+
+
+def _masked_write(x, items, value):
+    """x[key] = value for a key whose one advanced item is a bool mask without values:
+    the region becomes where(mask, value, region), written with index_put_. The value
+    must not depend on how many elements are True (a number, or of size 1 along the
+    mask's dims), as for any mask numpy would broadcast it against."""
+    at = next(k for k, i in enumerate(items) if _unknown_mask(i))
+    mask = items[at]
+    rest = list(items[:at]) + [slice(None)] * mask.ndim + list(items[at + 1:])
+    basic, advanced = parse_key(tuple(rest), x.shape)
+    if advanced is not None:
+        mask._value_error("x[key] = v with a bool mask beside index arrays")
+    if all(b == slice(None) for b in basic):
+        basic = None
+    region_shape = _region(x.shape, basic)
+    d = _dims_before(items, at, len(x.shape))
+    _check_mask_shape(mask.shape, region_shape, d)
+    after = len(region_shape) - d - mask.ndim
+    cond = mask if d == after == 0 else \
+        mask.reshape((1,) * d + tuple(mask.shape) + (1,) * after)
+    if isinstance(value, Tensor):
+        value = _mask_value(value, len(region_shape), d, mask.ndim, mask)
+    region = x if basic is None else BasicIndex.apply(x, basic)
+    new = Where.apply(cond, value, region)
+    del region  # no view of x left alive: tracing can record the write out of place
+    if new.dtype != x.dtype:
+        new = new.to(x.dtype)
+    return IndexPutTensor_.apply(x, new, basic, (), False)
+
+
+def _region(shape, basic):
+    return tuple(shape) if basic is None else \
+        np.broadcast_to(np.empty((), np.int8), shape)[basic + (Ellipsis,)].shape
+
+
+def _dims_before(items, at, ndim):
+    """How many dims of x[basic] the key items before items[at] make: None and slices one
+    each, ints none, an Ellipsis the dims no item uses."""
+    count = 0
+    for item in items[:at]:
+        if item is Ellipsis:
+            count += ndim - sum(_consumed(i) for i in items)
+        elif item is None or isinstance(item, slice):
+            count += 1
+    return count
+
+
+def _check_mask_shape(mask_shape, region_shape, d):
+    for j, n in enumerate(mask_shape):
+        if n != region_shape[d + j]:
+            raise IndexError(f"The shape of the mask {list(mask_shape)} at index {j} does "
+                             "not match the shape of the indexed tensor "
+                             f"{list(region_shape)} at index {d + j}")
+
+
+def _mask_value(value, rank, d, k, mask):
+    """value of x[mask] = value, reshaped to broadcast against the region (of `rank`
+    dims, the mask at dims d .. d+k-1) as where's other operand."""
+    shape = tuple(value.shape)
+    width = rank - k + 1  # the rank of x[mask]: the mask's dims are one dim there
+    while len(shape) > width and shape[0] == 1:
+        shape = shape[1:]
+    shape = (1,) * (width - len(shape)) + shape
+    if len(shape) > width or shape[d] != 1:
+        mask._value_error(f"x[mask] = v with v of shape {list(value.shape)} (one value "
+                          "per True element)")
+    return value.reshape(shape[:d] + (1,) * k + shape[d + 1:])
 
 
 # ---------------------------------------------------------------- index_select, gather

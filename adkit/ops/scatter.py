@@ -1,15 +1,19 @@
-"""Indexing along one dim: index_select, gather, scatter_add, index_add, index_add_.
+"""Indexing along one dim: index_select, gather, scatter, scatter_add, index_add,
+index_add_.
 
-Owns: each op's forward (numpy) and rules (gather and scatter_add are each other's
-backward).
+Owns: each op's forward (numpy), rules (gather and scatter_add are each other's
+backward) and native index rule (`native_index`: a gather or a scatter along dim with
+its bounds checked, see _indexed.py). Index tensors are arguments, read when the op
+runs, so they may be traced.
 """
 import math
 
 import numpy as np
 
-from ..tensor import zeros
+from ..tensor import Tensor, zeros
 from ._families import ArrayFunction, _logical
 from ._helpers import wrap_dim
+from ._indexed import Access, Indexed, along_access, identity_dims, select_access
 from .indexing import IndexScatter, SetItem, inplace_vmap_error
 from .shape import batch_first, torch_type_name
 
@@ -99,6 +103,8 @@ class IndexSelect(ArrayFunction):
             out = Gather.apply(xb, d + 1, _vector_index(index, in_dims[2], d + 1, xb.shape))
         return (out.reshape((size,)) if example.ndim == 0 else out), 0
 
+    native_index = staticmethod(select_access)
+
 
 def _check_index_tensor(x, d, index, op, src=None):
     """PyTorch's checks of gather's index (src None) and of scatter_add's index and src."""
@@ -166,6 +172,11 @@ class Gather(ArrayFunction):
         return cls.apply(batch_first(x, in_dims[0], size), d + 1,
                          batch_first(index, in_dims[2], size)), 0
 
+    @staticmethod
+    def native_index(params, args):
+        """Native code: a gather along dim (each index checked: 0 <= i < size)."""
+        return along_access("gather()", "gather", params, args)
+
 
 class ScatterAdd(ArrayFunction):
     """y = copy of x with y[i with i[dim] = index[i]] += src[i] for each i in index;
@@ -222,6 +233,82 @@ class ScatterAdd(ArrayFunction):
             return cls.apply(xb, 1, ib, sb).reshape((size,)), 0
         xb, ib, sb = (batch_first(t, b, size) for t, b in operands)
         return cls.apply(xb, d + 1, ib, sb), 0
+
+    @staticmethod
+    def native_index(params, args):
+        """Native code: a copy of x, then src added along dim (repeats add up)."""
+        return along_access("scatter_add()", "add", params, args, 3)
+
+
+class Scatter(ArrayFunction):
+    """y = copy of x with y[i with i[dim] = index[i]] = src[i] (or the number src) for
+    each i in index (of repeated indices, the last write wins, as numpy assigns);
+    grad_x = grad_out zeroed where written,  grad_src = gather(grad_out, dim, index)."""
+    public_name = "scatter"
+
+    @classmethod
+    def interface(cls, x, dim, index, src=None, value=None):
+        """PyTorch's scatter(dim, index, src) and scatter(dim, index, value=...)."""
+        return cls.apply(x, dim, index, value if src is None else src)
+
+    @staticmethod
+    def forward(x, dim, index, src):
+        index = np.asarray(index)
+        d = wrap_dim(dim, x.ndim)
+        tensor = isinstance(src, np.ndarray)
+        if tensor and src.dtype != x.dtype:
+            raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+        if x.ndim == 0:  # as a 1-element vector
+            return Scatter.forward(x.reshape(1), 0, index.reshape(-1),
+                                   src.reshape(-1) if tensor else src).reshape(())
+        _check_index_tensor(x, d, index, "scatter", src if tensor else None)
+        out = x.copy()
+        out[_scatter_key(index, d)] = src[tuple(slice(s) for s in index.shape)] \
+            if tensor else src
+        return out
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        IndexSelect.setup_context(ctx, inputs, output)
+        ctx.src_shape = tuple(np.shape(inputs[3]))
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        (index,) = ctx.saved_tensors
+        grad_x = grad_src = None
+        if ctx.needs_input_grad[0]:
+            grad_x = Scatter.apply(grad_out, ctx.dim, index, 0.0)
+        if ctx.needs_input_grad[3]:
+            grad_src = Gather.apply(grad_out, ctx.dim, index)
+            if tuple(grad_src.shape) != ctx.src_shape:  # src larger than index: zero-pad
+                key = tuple(slice(s) for s in index.shape)
+                grad_src = IndexScatter.apply(grad_src, ctx.src_shape, key, True)
+        return grad_x, None, None, grad_src
+
+    @staticmethod
+    def jvp(ctx, x_t, _dim, _index, src_t):
+        (index,) = ctx.saved_tensors
+        if x_t is None:
+            x_t = zeros(ctx.input_meta[0], dtype=ctx.input_meta[1])
+        return Scatter.apply(x_t, ctx.dim, index, 0.0 if src_t is None else src_t)
+
+    @classmethod
+    def vmap(cls, info, in_dims, x, dim, index, src):
+        """Batching rule: x, index, src batched at the front (expanded if not), dim
+        shifted (a number src stays as it is)."""
+        size, example = info.batch_size, _logical(x, in_dims[0])
+        d = wrap_dim(dim, example.ndim)
+        batched = (_flat_batched if example.ndim == 0 else batch_first)
+        xb, ib = batched(x, in_dims[0], size), batched(index, in_dims[2], size)
+        sb = batched(src, in_dims[3], size) if isinstance(src, Tensor) else src
+        if example.ndim == 0:  # as one-element vectors, like forward
+            return cls.apply(xb, 1, ib, sb).reshape((size,)), 0
+        return cls.apply(xb, d + 1, ib, sb), 0
+
+    @staticmethod
+    def native_index(params, args):
+        """Native code: a copy of x, then src (or the number) written along dim."""
+        return along_access("scatter()", "put", params, args, 3 if 3 in args else None)
 
 
 # ---------------------------------------------------------------- index_add
@@ -329,12 +416,32 @@ class IndexAdd(ArrayFunction):
             out = _scatter_index_add(x1, d, index, in_dims[2], s1, alpha)
         return out.reshape(tuple(xb.shape)), 0
 
+    @staticmethod
+    def native_index(params, args):
+        """Native code: a copy of x, then alpha * source added along dim at the
+        vector's indices (repeats add up)."""
+        x, index, source = args[0], args[2], args.get(3)
+        if x.ndim == 0 or index.ndim > 1 or source is None or source.dtype != x.dtype \
+                or source.ndim != x.ndim:
+            return None
+        d = wrap_dim(params["dim"], x.ndim)
+        if any(a != b for k, (a, b) in enumerate(zip(x.shape, source.shape)) if k != d) \
+                or source.shape[d] != index.size:
+            return None
+        every = tuple(range(x.ndim))
+        return Access("index_add()", "add", source.shape, 0,
+                      identity_dims(x.ndim, d, Indexed(2, (d,) * index.ndim)), None,
+                      (3, every), None, params.get("alpha", 1))
+
 
 class IndexAdd_(IndexAdd):  # noqa: N801  (PyTorch's name)
-    """index_add in place on x; rules as IndexAdd's."""
+    """index_add in place on x; rules as IndexAdd's. Tracing records it as IndexAdd
+    when nothing else can see x's old memory."""
     modifies = 0
     public_name = "index_add_"
     variants = ("method",)
+    traced_out_of_place = IndexAdd
+    native_index = None  # in place: numpy runs it
 
     @staticmethod
     def forward(x, dim, index, source, alpha=1):

@@ -306,12 +306,12 @@ def test_an_int_carry_as_the_index_stays_native():
     assert all_native(compiled) and native_switches(compiled.steps)
 
 
-def test_switch_on_the_loop_index_falls_back_and_stays_right():
-    def f(h):  # the loop's int64 indices are not a 0-d value native code reads
+def test_switch_on_the_loop_index_is_native_and_right():
+    def f(h):  # the loop's int64 indices are a constant native code reads (issue 13)
         return ak.fori_loop(0, 5, lambda i, h: ak.switch(i, [lambda a: a + 1, lambda a: a * 2,
                                                              lambda a: a.sin()], h), h)
     compiled = check(ak.jit(f), f, t(3))
-    assert not all_native(compiled)
+    assert all_native(compiled)
 
 
 # ------------------------------------------------------------------ derivatives

@@ -63,6 +63,7 @@ class SwitchCall(NativeCall):
             writes |= set(body.where.values())
         super().__init__(reads, writes, ())
         self.index, self.bodies, self.args, self.outs = index, bodies, args, outs
+        self.may_fail = any(body.may_fail for body in bodies)
         self.packed = packed
         self.kernels = tuple(k for body in bodies for k in body.plan.kernels)
         switch = next(_NAMES)
@@ -71,7 +72,7 @@ class SwitchCall(NativeCall):
 
     def emit(self, entry):
         b = entry.b
-        fns = [body.emit_function(entry.module, entry.vector_bytes) for body in self.bodies]
+        fns = [body.emit_function(entry) for body in self.bodies]
         chosen = self._chosen(b, entry.pointer(self.index))
         blocks = [b.append_basic_block(f"switch.branch{k}") for k in range(len(fns))]
         done = b.append_basic_block("switch.end")
@@ -110,5 +111,5 @@ class SwitchCall(NativeCall):
         direct = body.direct_outputs()
         for j, buf in direct.items():
             b.store(outs[j], program._at(b, table, buf, PTR))
-        b.call(fn, [table])
+        body.call(entry, fn, table)
         body.store_outputs(b, table, outs, direct)

@@ -1,9 +1,10 @@
 """Where a compiled graph's values live: the buffer list a plan runs on, and Layouts.
 
 Owns: `Buffer` and one subclass per way a buffer gets its array (an input, a constant, a
-reused intermediate, a graph result, a numpy step's published value), `Layout` (a value
-as a buffer, an element offset and element strides) and the stride helpers. Does not:
-decide which values get buffers (plan.py), emit code (program.py) or run (jit.py).
+reused intermediate, a graph result, a numpy step's published value, the status of a
+failed check), `Layout` (a value as a buffer, an element offset and element strides)
+and the stride helpers. Does not: decide which values get buffers (plan.py), emit code
+(program.py) or run (jit.py).
 Native code sees buffers only by index: entry functions read the data pointers of a
 Python list of arrays, one per Buffer, that jit.py fills per call.
 """
@@ -106,6 +107,18 @@ class TempBuffer(Buffer):
 class ResultBuffer(Buffer):
     """A graph output made by native code: fresh memory per call (jit.py recycles a
     large one once the caller has let go of it)."""
+
+
+class StatusBuffer(Buffer):
+    """Where a native call whose check failed (an index out of range) reports why: three
+    int64 (the bad value, the dim, its size) per thread, read by the segment's Python
+    side when the entry function returns the check's code (see program.Entry.fail)."""
+
+    def __init__(self, index):
+        super().__init__(index, (3,), np.int64)
+
+    def template(self, blocks):
+        return np.zeros(3, np.int64)
 
 
 class PublishedBuffer(Buffer):

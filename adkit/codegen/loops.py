@@ -3,10 +3,12 @@
 Owns: the lowering rule `scan_loop(planner, n)` and `LoopCall` (the NativeCall that
 emits the loop). The body is planned by a planner of its own (the same Planner class,
 on the body graph); when every body node is native, its calls are emitted into a
-function `<name>_body(i8 **table)` that reads each body buffer's pointer from a table,
-and the loop fills the table per step: the consts' pointers, the carry's (two buffers
-used in turn, so a step never writes what it reads), x's slice and y's slot. No Python
-runs per step; the code is the body's, whatever the trip count. Does not: decide a
+function `<name>_body(i8 **table, int64 *status)` that reads each body buffer's pointer
+from a table, and the loop fills the table per step: the consts' pointers, the carry's
+(two buffers used in turn, so a step never writes what it reads), x's slice and y's
+slot. No Python runs per step; the code is the body's, whatever the trip count. A
+failed check in the body (an index out of range) ends the loop and the entry with its
+code (program.Entry.fail). Does not: decide a
 node's semantics (adkit.control's Scan) or plan bodies (plan.py).
 """
 import itertools
@@ -49,24 +51,36 @@ class NativeBody:
         self.plan, self.where = plan, where
         self.buffers, self.returned, self.layouts = plan.buffers, plan.returned, plan.layouts
         self.name = f"loop{next(_NAMES)}_body"
+        self.may_fail = any(call.may_fail for step in plan.steps for call in step.calls)
 
     def inputs_read(self):
         """{buffer index: input position} of the body inputs native code reads."""
         return {buf.index: buf.position for buf in self.buffers
                 if isinstance(buf, buffers.InputBuffer)}
 
-    def emit_function(self, module, vector_bytes):
-        """void <name>(i8 **table): the body's native calls on the table's pointers."""
-        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name=self.name)
+    def emit_function(self, entry):
+        """int64 <name>(i8 **table, int64 *status): the body's native calls on the
+        table's pointers, called from `entry` (0, or a failed check's code: see
+        program.Entry.fail; the checks join the entry's)."""
+        fn = ir.Function(entry.module, ir.FunctionType(I64, [PTR, PTR]), name=self.name)
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         data = {buf.index: b.load(program._at(b, fn.args[0], buf.index, PTR), typ=PTR)
                 for buf in self.buffers}
-        inner = program.Entry(b, module, data, vector_bytes)
+        inner = program.Entry(b, entry.module, data, entry.vector_bytes, fn.args[1],
+                              entry.checks)
         for step in self.plan.steps:
             for call in step.calls:
                 call.emit(inner)
-        b.ret_void()
+        b.ret(ir.Constant(I64, 0))
         return fn
+
+    def call(self, entry, fn, table):
+        """Call the body's function `fn` from `entry`, returning a failed check's code
+        from entry's function too."""
+        status = entry.status if entry.status is not None else ir.Constant(PTR, None)
+        code = entry.b.call(fn, [table, status])
+        if self.may_fail:
+            entry.propagate(code)
 
     def table(self, b, data):
         """A pointer table for the body with its constants and intermediates in place
@@ -114,7 +128,7 @@ def native_body(planner, graph):
     for buf in body.buffers:
         if isinstance(buf, buffers.ConstantBuffer):
             where[buf.index] = planner.constant(buf.array)
-        elif not isinstance(buf, buffers.InputBuffer):
+        elif not isinstance(buf, (buffers.InputBuffer, buffers.StatusBuffer)):
             where[buf.index] = planner.scratch(buf.shape, buf.dtype).buffer
     for kernel in body.kernels:  # kernel names are module-wide: make them unique
         kernel.name = f"loop{next(_NAMES)}_{kernel.name}"
@@ -149,9 +163,10 @@ class LoopCall(NativeCall):
         self.plan, self.body, self.args, self.outs = plan, body, args, outs
         self.carries, self.packed = carries, packed
         self.kernels = tuple(body.plan.kernels)
+        self.may_fail = body.may_fail
 
     def emit(self, entry):
-        body_fn = self.body.emit_function(entry.module, entry.vector_bytes)
+        body_fn = self.body.emit_function(entry)
         b, plan = entry.b, self.plan
         nc, nk, ny = plan.n_consts, plan.n_carry, plan.n_ys
         args = [entry.pointer(a) if a is not None else None for a in self.args]
@@ -181,7 +196,7 @@ class LoopCall(NativeCall):
             destinations = self._destinations(b, carry_out, outs[nk:nk + ny], i)
             for j, buf in direct.items():
                 b.store(destinations[j], program._at(b, table, buf, PTR))
-            b.call(body_fn, [table])
+            self.body.call(entry, body_fn, table)
             self.body.store_outputs(b, table, destinations, direct)
         # unroll=k: k steps' code per trip of the native loop, the rest one by one
         k = max(1, min(int(plan.unroll), n or 1))

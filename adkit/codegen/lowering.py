@@ -2,10 +2,11 @@
 
 Owns: `RULES`, each `rule(planner, n)` returning the node's NativeCalls, or None when it
 does not apply: a fused kernel (`fused_kernel`, with `kernel_for`), BLAS (`gemm`),
-strided copy loops (`copy_loops`) and copies by index tables (`moves`); and `views`
-(the Layouts of a view's results, which cost no call). What an op allows is said by its
-class (`native_gemm`, `native_view`, `native_copy`, `native_moves`, `native_reduction`:
-see adkit/ops/_families.py), so no rule names an op. Does not: place values or order
+strided copy loops (`copy_loops`), copies by index tables (`moves`), gathers and
+scatters by index tensors (`indexed`, indexed.py); and `views` (the Layouts of a view's
+results, which cost no call). What an op allows is said by its class (`native_gemm`,
+`native_view`, `native_copy`, `native_moves`, `native_index`, `native_reduction`: see
+adkit/ops/_families.py), so no rule names an op. Does not: place values or order
 steps (plan.py), or emit code (program.py, kernels.py).
 """
 import numpy as np
@@ -14,6 +15,7 @@ from ..ir import passes, rules
 from ..ir.passes.fuse import contraction, reduction_dims
 from . import buffers, kernels, program
 from .branches import switch_call
+from .indexed import indexed
 from .loops import scan_loop
 from .while_loops import while_loop
 from .revolve_loops import revolve_loop
@@ -195,7 +197,7 @@ def moves(planner, n):
 
 
 RULES = (fused_kernel, gemm, copy_loops, moves, scan_loop, while_loop,  # in order, after views
-         revolve_loop, switch_call)
+         revolve_loop, switch_call, indexed)
 
 
 def kernel_for(graph, n, name, in_layouts):

@@ -45,7 +45,8 @@ class Planner:
     buffers; the results of native calls fresh contiguous buffers (reused between
     calls, or handed out for graph outputs); views a Layout of their base's buffer. A
     numpy step's result that native code reads is put in a buffer (contiguous, checked
-    against its traced spec) right after the step. Each op node is tried against the
+    against its traced spec) right after the step; so is an integer tensor that a
+    gather or scatter reads as indices (`index_layout`). Each op node is tried against the
     lowering rules (lowering.py); native nodes are scheduled into as few segments as
     the dependencies allow. The plan: `steps` (steps.py), `buffers` (buffers.py)."""
 
@@ -56,6 +57,7 @@ class Planner:
         self.published = {}  # node -> [(output index, PublishedBuffer)]
         self.made = {}  # native node -> its NativeCalls (its results are in buffers)
         self.views = set()  # native nodes whose results are views (Layouts, no calls)
+        self.status = None  # the StatusBuffer's index, once a call that may fail needs it
         self.returned = [graph.args_of(n)[0][1:] for n in graph.outputs]
         # with in-place ops, every node runs with numpy in program order: a write
         # through a view reaches other values only by sharing numpy's memory
@@ -125,23 +127,42 @@ class Planner:
         return self.layouts[key]
 
     def _given_index(self, key, spec):
-        """The Layout of an int64 0-d input or constant (a switch's index): a buffer
-        made when a native call asks for one; None for other integers. Native code does
-        no integer arithmetic, so an index numpy computes stays with numpy; one given
-        from outside costs nothing to read."""
-        n = key[0]
-        kind = self.graph.nx.nodes[n]["kind"]
-        if spec.dtype.np != np.int64 or tuple(spec.shape) != () or \
-                kind not in ("input", "const"):
+        """The Layout of an integer (int32, int64) input or constant that a native call
+        asks for (a switch's index, a view of an index tensor): a buffer made on demand;
+        None for other integers. Native code does no integer arithmetic, so an integer
+        numpy computes stays with numpy (unless a gather reads it: `index_layout`); one
+        given from outside costs nothing to read."""
+        if self.graph.nx.nodes[key[0]]["kind"] not in ("input", "const"):
             return None
+        return self.index_layout(key)
+
+    def index_layout(self, key):
+        """The Layout of integer tensor `key` (int32, int64) that a native call reads as
+        indices: an input's or a constant's buffer, or one a numpy step's result is
+        published into (native code makes no integers); None for other dtypes."""
+        if key in self.layouts:
+            return self.layouts[key]
+        spec = self.graph.specs_of(key[0])[key[1]]
+        if spec.dtype.np not in INDEX_DTYPES:
+            return None
+        n, shape, dtype = key[0], spec.shape, spec.dtype.np
+        kind = self.graph.nx.nodes[n]["kind"]
         if kind == "input":
-            buf = self._buffer(buffers.InputBuffer, (), spec.dtype.np,
-                               self.graph.inputs.index(n)).index
-        else:
+            buf = self._buffer(buffers.InputBuffer, shape, dtype, self.graph.inputs.index(n))
+        elif kind == "const":
             value = _make(self.graph.nx.nodes[n]["value"])._data
-            buf = self.constant(np.ascontiguousarray(value))
-        self.layouts[key] = buffers.contiguous(buf, (), spec.dtype.np)
+            buf = self.buffers[self.constant(np.ascontiguousarray(value))]
+        else:  # (native calls make floats and bools: numpy made this one)
+            buf = self._buffer(buffers.PublishedBuffer, shape, dtype)
+            self.published.setdefault(n, []).append((key[1], buf))
+        self.layouts[key] = buffers.contiguous(buf.index, shape, dtype)
         return self.layouts[key]
+
+    def _status(self):
+        """The buffer failed checks report in (one per plan, made when first needed)."""
+        if self.status is None:
+            self.status = self._buffer(buffers.StatusBuffer).index
+        return self.status
 
     def result(self, n, i):
         """A new contiguous buffer for output i of native node n: a ResultBuffer when the
@@ -203,7 +224,9 @@ class Planner:
                     done.add(n)
             calls = [call for n in natives for call in self.made.get(n, ())]
             if calls:
-                self.segments.append(SegmentStep(f"segment{len(self.segments)}", calls))
+                status = self._status() if any(c.may_fail for c in calls) else None
+                self.segments.append(SegmentStep(f"segment{len(self.segments)}", calls,
+                                                 status))
                 self.steps.append(self.segments[-1])
             rest = [n for n in pending if n not in done]
             for n in rest:
@@ -278,6 +301,9 @@ class Planner:
         for key in keys:
             visit(key)
         return steps
+
+
+INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))  # what index tensors hold
 
 
 def _native_dtype(spec):

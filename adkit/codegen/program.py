@@ -7,12 +7,15 @@ call emits into) and `emit_segment` (the entry function). Does not: decide what 
 natively (plan.py, lowering.py), say where values live (buffers.py) or build kernel
 loops (kernels.py).
 
-Entry ABI: void segment(PyListObject *arrays): the numpy arrays of every buffer, in a
+Entry ABI: int64 segment(PyListObject *arrays): the numpy arrays of every buffer, in a
 Python list the caller fills; the entry reads each array's data pointer (at numpy's
 `array_data_offset`, checked at start-up) and then runs its calls in order. Views cost
 nothing: a view is a Layout of its base's buffer. Large kernels split their outer loop
 over native threads (pthread_create / pthread_join; a thread that cannot be made runs
-its share on the caller's thread).
+its share on the caller's thread). It returns 0, or, when a call's check failed (an index
+out of range: `may_fail` calls), at once the check's code: its place (from 1) in the
+list `emit_segment` returns, the details stored in the segment's status buffer
+(`Entry.fail`); loop bodies pass the status pointer down and the code up.
 """
 from collections import namedtuple
 
@@ -32,24 +35,44 @@ def _elem(dtype):
 
 
 class Entry:
-    """What a native call emits into: the entry function's builder `b`, the module,
-    each buffer's data pointer (`data`, loaded once at the top) and the host's vector
-    width in bytes."""
+    """What a native call emits into: the entry (or loop body) function's builder `b`,
+    the module, each buffer's data pointer (`data`, loaded once at the top), the host's
+    vector width in bytes, the status pointer (int64[3], None where no call may fail)
+    and the checks emitted so far (shared by an entry and the bodies it calls)."""
 
-    def __init__(self, b, module, data, vector_bytes):
+    def __init__(self, b, module, data, vector_bytes, status=None, checks=None):
         self.b, self.module, self.data, self.vector_bytes = b, module, data, vector_bytes
+        self.status = status
+        self.checks = [] if checks is None else checks
 
     def pointer(self, layout):
         """A pointer to layout's first element."""
         return _pointer(self.b, self.data, layout)
 
+    def fail(self, check, values):
+        """Emit a failed check: store `values` (int64s) at the status pointer, return the
+        check's code from the function. `check.error(status)` makes the exception."""
+        b = self.b
+        self.checks.append(check)
+        for k, value in enumerate(values):
+            b.store(value, b.gep(self.status, [ir.Constant(I64, k)], source_etype=I64))
+        b.ret(ir.Constant(I64, len(self.checks)))
+
+    def propagate(self, code):
+        """Return a called body's non-zero code from this function too."""
+        b = self.b
+        with b.if_then(b.icmp_signed("!=", code, ir.Constant(I64, 0)), likely=False):
+            b.ret(code)
+
 
 class NativeCall:
     """One call an entry function makes. `reads` and `writes` are the buffers whose
     values it reads and makes (for lifetimes), `buffers` every buffer whose data
-    pointer it uses, `kernels` the fused kernels it runs; `emit(entry)` emits it."""
+    pointer it uses, `kernels` the fused kernels it runs; `may_fail` says whether it
+    checks something that can stop the entry (Entry.fail); `emit(entry)` emits it."""
 
     kernels = ()
+    may_fail = False
 
     def __init__(self, reads, writes, buffers):
         self.reads, self.writes = set(reads), set(writes)
@@ -243,22 +266,25 @@ def kernel_function(module, kernel, vector_bytes):
     return fn if fn is not None else kernels.lower_kernel(kernel, module, vector_bytes)
 
 
-def emit_segment(module, name, calls, vector_bytes):
+def emit_segment(module, name, calls, vector_bytes, status=None):
     """The entry function `name(list_of_arrays)` running `calls` in order (after the
-    functions of the kernels they run: callees first, as compiled code was laid out)."""
+    functions of the kernels they run: callees first, as compiled code was laid out);
+    `status` is the buffer failed checks report in (None when no call may fail).
+    Returns the checks emitted, in the order of their codes."""
     for call in calls:
         for kernel in call.kernels:
             kernel_function(module, kernel, vector_bytes)
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name=name)
+    fn = ir.Function(module, ir.FunctionType(I64, [PTR]), name=name)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     items = b.load(b.gep(fn.args[0], [ir.Constant(I64, runtime.list_items_offset())],
                          source_etype=ir.IntType(8)), typ=PTR)
-    data = _data_pointers(b, items, set().union(*(call.buffers for call in calls)))
-    entry = Entry(b, module, data, vector_bytes)
+    used = set().union(*(call.buffers for call in calls))
+    data = _data_pointers(b, items, used | ({status} if status is not None else set()))
+    entry = Entry(b, module, data, vector_bytes, None if status is None else data[status])
     for call in calls:
         call.emit(entry)
-    b.ret_void()
-    return fn
+    b.ret(ir.Constant(I64, 0))
+    return entry.checks
 
 
 def _data_pointers(b, items, buffers):

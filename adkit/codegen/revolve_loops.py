@@ -94,12 +94,12 @@ class RevolveCall(NativeCall):
         super().__init__({a.buffer for a in args if a is not None}, writes,
                          {kinds, values})
         self.kernels = tuple(forward.plan.kernels) + tuple(reverse.plan.kernels)
+        self.may_fail = forward.may_fail or reverse.may_fail
 
     def emit(self, entry):
         b, plan = entry.b, self.plan
         fc, fk, fx, fy = plan.float_positions()
-        self.fns = (self.forward.emit_function(entry.module, entry.vector_bytes),
-                    self.reverse.emit_function(entry.module, entry.vector_bytes))
+        self.fns = (self.forward.emit_function(entry), self.reverse.emit_function(entry))
         args = [entry.pointer(a) if a is not None else None for a in self.args]
         for j, layout in self.packed.items():
             _copy(b, args[j], entry.pointer(layout), self.args[j])
@@ -158,7 +158,7 @@ class RevolveCall(NativeCall):
         kind, value = b.load(kind_ptr, typ=I64), b.load(value_ptr, typ=I64)
         is_kind = lambda k: b.icmp_signed("==", kind, ir.Constant(I64, int(k)))  # noqa: E731
         with b.if_then(is_kind(revolve.Kind.ADVANCE)):
-            for_loop(b, ir.Constant(I64, 0), value, 1, lambda _: self._advance(b))
+            for_loop(b, ir.Constant(I64, 0), value, 1, lambda _: self._advance(entry))
         with b.if_then(is_kind(revolve.Kind.TAKESHOT)):
             for k, layout in enumerate(self.carry_layouts):
                 slot = _slice(b, entry.pointer(self.slot_bufs[k]), self.slot_bufs[k], value)
@@ -177,14 +177,14 @@ class RevolveCall(NativeCall):
         n = self.plan.length
         return b.sub(ir.Constant(I64, n - 1), k) if self.plan.reverse else k
 
-    def _advance(self, b):
-        plan, table = self.plan, self.tables[0]
+    def _advance(self, entry):
+        b, plan, table = entry.b, self.plan, self.tables[0]
         i = self._index(b, b.load(self.pos, typ=I64))
         nk = plan.n_carry
         inputs = self.consts + [self._get(b, self.carry, k) for k in range(nk)] + \
             _slices(b, self.xs, self.args[plan.n_consts + nk:plan.n_consts + nk + plan.n_xs], i)
         dests = [self._get(b, self.carry, k, 1) for k in range(nk)] + self.y_ptrs
-        self._call(b, self.forward, table, self.fns[0], inputs, dests)
+        self._call(entry, self.forward, table, self.fns[0], inputs, dests)
         self._swap(b, self.carry)
         b.store(b.add(b.load(self.pos, typ=I64), ir.Constant(I64, 1)), self.pos)
 
@@ -203,18 +203,19 @@ class RevolveCall(NativeCall):
         dests = ([self._get(b, self.ct, k, 1) for k in range(len(fk))] +
                  [self._get(b, self.acc, k, 1) for k in range(len(fc))] +
                  [_slice(b, entry.pointer(o), o, i) for o in g_outs])
-        self._call(b, self.reverse, table, self.fns[1], inputs, dests)
+        self._call(entry, self.reverse, table, self.fns[1], inputs, dests)
         self._swap(b, self.ct)
         self._swap(b, self.acc)
 
     @staticmethod
-    def _call(b, body, table, fn, inputs, dests):
+    def _call(entry, body, table, fn, inputs, dests):
+        b = entry.b
         for buf, position in body.inputs_read().items():
             b.store(inputs[position], program._at(b, table, buf, PTR))
         direct = body.direct_outputs()
         for j, buf in direct.items():
             b.store(dests[j], program._at(b, table, buf, PTR))
-        b.call(fn, [table])
+        body.call(entry, fn, table)
         body.store_outputs(b, table, dests, direct)
 
 

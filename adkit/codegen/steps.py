@@ -45,10 +45,13 @@ class Step:
 
 class SegmentStep(Step):
     """One call into native code: entry function `name` running `calls` (NativeCalls)
-    in order on the buffer list."""
+    in order on the buffer list. When a call may fail (a bounds check), `status` is the
+    buffer it reports in, and `fn` raises the failed check's error (the entry returns
+    its code); otherwise `fn` is the entry itself."""
 
-    def __init__(self, name, calls):
-        self.name, self.calls, self.fn = name, calls, None
+    def __init__(self, name, calls, status=None):
+        self.name, self.calls, self.status, self.fn = name, calls, status, None
+        self.checks = []
 
     @property
     def kernels(self):
@@ -61,10 +64,22 @@ class SegmentStep(Step):
         return [(call.reads, call.writes) for call in self.calls]
 
     def emit(self, module, vector_bytes):
-        program.emit_segment(module, self.name, self.calls, vector_bytes)
+        self.checks = program.emit_segment(module, self.name, self.calls, vector_bytes,
+                                           self.status)
 
     def link(self, native):
-        self.fn = native.function(self.name, None, ctypes.py_object)
+        entry = native.function(self.name, ctypes.c_int64, ctypes.py_object)
+        self.fn = entry if self.status is None else self._checked(entry)
+
+    def _checked(self, entry):
+        """The entry, raising the error of the check whose code it returns."""
+        status, checks = self.status, self.checks
+
+        def run(arrays):
+            code = entry(arrays)
+            if code:
+                raise checks[code - 1].error(arrays[status])
+        return run
 
 
 class BufferValues(Step):

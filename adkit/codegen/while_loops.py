@@ -50,12 +50,13 @@ class WhileCall(NativeCall):
         self.plan, self.cond, self.body = plan, cond, body
         self.args, self.outs, self.spare, self.packed = args, outs, spare, packed
         self.kernels = tuple(cond.plan.kernels) + tuple(body.plan.kernels)
+        self.may_fail = cond.may_fail or body.may_fail
 
     def emit(self, entry):
         b, plan = entry.b, self.plan
         nq, nb, nk = plan.n_cond_consts, plan.n_body_consts, plan.n_carry
-        cond_fn = self.cond.emit_function(entry.module, entry.vector_bytes)
-        body_fn = self.body.emit_function(entry.module, entry.vector_bytes)
+        cond_fn = self.cond.emit_function(entry)
+        body_fn = self.body.emit_function(entry)
         args = [entry.pointer(a) if a is not None else None for a in self.args]
         for j, layout in self.packed.items():
             _copy(b, args[j], entry.pointer(layout), self.args[j])
@@ -75,7 +76,7 @@ class WhileCall(NativeCall):
         b.position_at_end(test)
         carry = [b.load(program._at(b, current, k, PTR), typ=PTR) for k in range(nk)]
         self._fill(b, self.cond, cond_table, args[:nq] + carry)
-        b.call(cond_fn, [cond_table])
+        self.cond.call(entry, cond_fn, cond_table)
         pred = b.load(self.cond.output_pointer(b, cond_table, 0), typ=_BOOL)
         b.cbranch(b.icmp_unsigned("!=", pred, ir.Constant(_BOOL, 0)), run, done)
         b.position_at_end(run)
@@ -83,7 +84,7 @@ class WhileCall(NativeCall):
         self._fill(b, self.body, body_table, args[nq:nq + nb] + carry)
         for j, buf in direct.items():
             b.store(new[j], program._at(b, body_table, buf, PTR))
-        b.call(body_fn, [body_table])
+        self.body.call(entry, body_fn, body_table)
         self.body.store_outputs(b, body_table, new, direct)
         for k in range(nk):  # swap: the new carry is current
             b.store(new[k], program._at(b, current, k, PTR))

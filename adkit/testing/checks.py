@@ -16,7 +16,6 @@ from ..autograd import forward_ad, grad as autograd_grad
 from ..codegen import jit
 from ..codegen.jit import OPTIMIZE
 from ..ir import passes, trace
-from ..ir.trace import TracerValueError
 from ..tensor import tensor
 from .asserts import assert_close
 
@@ -228,22 +227,10 @@ CHECKS = {
 }
 
 
-# Clear errors for what a path documents it cannot do yet (not wrong answers): reading
-# the value of a traced tensor (traced indices under jit: issue 13), or of a batched one.
-UNSUPPORTED = (TracerValueError,)
-_UNSUPPORTED_MESSAGES = ("needs the value of a batched tensor",)
-
-
-def is_unsupported(error):
-    return isinstance(error, UNSUPPORTED) or any(m in str(error)
-                                                 for m in _UNSUPPORTED_MESSAGES)
-
-
-def run_checks(fn, arrays, ctx, names=None, reference=None, skipped=None):
+def run_checks(fn, arrays, ctx, names=None, reference=None):
     """Run the named checks (default: all); {check name: error message} of those that
-    failed. An exception other than Mismatch counts as a failure too (a crash), except a
-    clear error for a documented limitation (`is_unsupported`), which is only counted in
-    `skipped` ({check name: count}) when given."""
+    failed. An exception other than Mismatch counts as a failure too (a crash on a valid
+    program is a bug: traced and batched indices included, since issue 13)."""
     failures = {}
     for name in names or CHECKS:
         try:
@@ -251,9 +238,5 @@ def run_checks(fn, arrays, ctx, names=None, reference=None, skipped=None):
         except Mismatch as e:
             failures[name] = str(e)
         except Exception as e:  # noqa: BLE001  (a crash on a valid program is a bug)
-            if is_unsupported(e):
-                if skipped is not None:
-                    skipped[name] = skipped.get(name, 0) + 1
-                continue
             failures[name] = f"raised {type(e).__name__}: {e}"
     return failures

@@ -91,6 +91,18 @@ INSTRUCTIONS = {
     "gather_int": ("{o} = {a}[ak.tensor([0, 0, 1])]", "{o} = {a}[np.array([0, 0, 1])]", 1),
     "setitem_int": ("{o} = {a}.clone(); {o}[ak.tensor([0])] = {a}[-1:] * 2.0",
                     "{o} = {a}.copy(); {o}[np.array([0])] = {a}[-1:] * 2.0", 1),
+    # gathers and scatter-adds at indices computed from the values (traced under jit;
+    # argmax: in range whatever the values, as the batches of the vmap checks need)
+    "gather_argmax": ("{o} = {a}.gather(0, {a}.argmax(0, keepdim=True))",
+                      "{o} = np.take_along_axis({a}, np.argmax({a}, 0, keepdims=True), 0)", 1),
+    "scatter_add_argmax": ("{o} = ({a} * 0.0).scatter_add(0, {a}.argmax(0, keepdim=True)"
+                           ".expand_as({a}), {a} * 1.5)",  # every row into one: repeats add
+                           "{o} = np.zeros_like({a}); np.add.at({o}, (np.broadcast_to("
+                           "np.argmax({a}, 0, keepdims=True), {a}.shape),) + "
+                           "tuple(np.indices({a}.shape))[1:], {a} * 1.5)", 1),
+    "index_add_argmax": ("{o} = {a}.index_add(0, {a}.argmax(0).reshape(-1)[:1], {a}[:1] * 2.0)",
+                         "{o} = {a}.copy(); np.add.at({o}, np.argmax({a}, 0).reshape(-1)[:1], "
+                         "{a}[:1] * 2.0)", 1),
     "sort_values": ("{o} = {a}.sort(-1)[0]", "{o} = np.sort({a}, -1)", 1),
     "topk_values": ("{o} = {a}.topk(1)[0]",  # k > size is an error, as in PyTorch
                     "assert {a}.shape[-1] >= 1; {o} = -np.sort(-{a}, -1)[..., :1]", 1),

@@ -590,4 +590,4 @@ def test_codegen_and_fusion_import_no_op_class():
     assert {c.__name__ for c in fuse.REDUCTIONS} == {
         "Sum", "Mean", "SumToSize", "Prod", "Amax", "Amin", "MaxOfAll", "MinOfAll"}
     assert {c.__name__ for c in decompose.DECOMPOSITIONS} == {
-        "Einsum", "Logsumexp", "Softmax", "LogSoftmax", "Var", "Std", "Norm"}
+        "Einsum", "Logsumexp", "Softmax", "LogSoftmax", "Var", "Std", "Norm", "IndexScatter"}

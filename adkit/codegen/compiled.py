@@ -23,11 +23,13 @@ from . import buffers, plan, runtime, steps
 # large arrays cost page faults, small ones come from malloc's pool)
 _RECYCLE_BYTES = 1 << 17
 # calls of jitted functions inlined first (one program to optimize); loops: one forward
-# scan where a gradient traced two (before any pass rebuilds plans), and body work that
-# only depends on a loop's consts done once, before the loop
-OPTIMIZE = passes.pipeline([passes.inline_calls, merge_residual_scans, passes.decompose,
-                            passes.fold_constants, passes.simplify, passes.cse, passes.dce,
-                            hoist_invariants, passes.dce, passes.fuse, passes.dce])
+# scan where a gradient traced two (before any pass rebuilds plans); sums of slice
+# scatters become Assembles before decompose turns the rest into elementwise selects;
+# body work that only depends on a loop's consts done once, before the loop
+OPTIMIZE = passes.pipeline([passes.inline_calls, merge_residual_scans, passes.simplify,
+                            passes.decompose, passes.fold_constants, passes.simplify,
+                            passes.cse, passes.dce, hoist_invariants, passes.dce, passes.fuse,
+                            passes.dce])
 
 
 class Compiled:

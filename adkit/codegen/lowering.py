@@ -13,6 +13,7 @@ import numpy as np
 
 from ..ir import passes, rules
 from ..ir.passes.fuse import contraction, reduction_dims
+from ..ops._helpers import Zeros
 from . import buffers, kernels, program
 from .branches import switch_call
 from .indexed import indexed
@@ -139,6 +140,9 @@ def copy_loops(planner, n):
     out = planner.result(n, 0)
     calls = []
     for read, offset, strides in pieces:
+        if isinstance(read, Zeros):  # a zero read at every point
+            zero = planner.constant(np.zeros(1, spec.dtype.np))
+            read = Layout(zero, 0, read.shape, (0,) * len(read.shape), spec.dtype.np)
         kernel = _copy_kernel(planner.kernel_name(), read, strides)
         calls.append(planner.kernel_call(kernel, [read],
                                          [out._replace(offset=offset, shape=read.shape)]))

@@ -59,6 +59,7 @@ class Planner:
         self.views = set()  # native nodes whose results are views (Layouts, no calls)
         self.status = None  # the StatusBuffer's index, once a call that may fail needs it
         self.returned = [graph.args_of(n)[0][1:] for n in graph.outputs]
+        self.returned_bases = _bases_of_views(graph, self.returned)
         # with in-place ops, every node runs with numpy in program order: a write
         # through a view reaches other values only by sharing numpy's memory
         self.in_place = has_in_place_ops(graph)
@@ -168,7 +169,10 @@ class Planner:
         """A new contiguous buffer for output i of native node n: a ResultBuffer when the
         graph returns it, else a TempBuffer; its Layout."""
         spec = self.graph.specs_of(n)[i]
-        kind = buffers.ResultBuffer if (n, i) in self.returned else buffers.TempBuffer
+        # a value the graph returns, or views of (a vmapped result's final permute),
+        # has fresh memory: it is handed out without a copy
+        returned = (n, i) in self.returned or (n, i) in self.returned_bases
+        kind = buffers.ResultBuffer if returned else buffers.TempBuffer
         buf = self._buffer(kind, spec.shape, spec.dtype.np)
         self.layouts[(n, i)] = buffers.contiguous(buf.index, spec.shape, spec.dtype.np)
         return self.layouts[(n, i)]
@@ -310,3 +314,14 @@ def _native_dtype(spec):
     """Whether native code can hold values of spec's dtype (kernels read and write
     bools; everything else it does is float32/float64)."""
     return spec.dtype.np in lowering.FLOATS or spec.dtype.np == np.bool_
+
+
+def _bases_of_views(graph, returned):
+    """The values that returned values are views of (through chains of view ops)."""
+    bases = set()
+    for n, out in returned:
+        while graph.nx.nodes[n]["kind"] == "op" and graph.nx.nodes[n]["op"].is_view and \
+                graph.nx.nodes[n]["op"].modifies is None:
+            (_, n, out), = [a for a in graph.args_of(n) if a[0] == 0]
+            bases.add((n, out))
+    return bases

@@ -12,12 +12,12 @@ import inspect
 import numpy as np
 
 from ..tensor import Tensor, _make
-from . import (binary, comparison, indexing, inplace, join, linalg, nn, random,
+from . import (assemble, binary, comparison, indexing, inplace, join, linalg, nn, random,
                reduction, scatter, shape, sorting, tensor_index, unary)
 from ._families import ArrayFunction
 
 MODULES = (unary, binary, comparison, reduction, linalg, shape, join, indexing,
-           tensor_index, scatter, sorting, inplace, nn, random)
+           tensor_index, scatter, sorting, inplace, nn, random, assemble)
 
 FUNCTIONS = {}  # public name -> callable (ak.NAME)
 METHODS = {}  # public name -> callable taking the tensor first (Tensor.NAME)

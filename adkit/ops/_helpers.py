@@ -2,8 +2,10 @@
 
 Owns: unbroadcasting (`sum_to`), dim normalization, dtype helpers for forwards,
 saving mixed tensor/number inputs, and the shared parts of native rules (`c_strides`,
-`copy_in_order`, `moves_by_forward`, `NoDecomposition`). Does not: define ops.
+`copy_in_order`, `basic_view`, `moves_by_forward`, `NoDecomposition`). Does not: define ops.
 """
+from collections import namedtuple
+
 import numpy as np
 
 from .. import dtypes
@@ -105,6 +107,9 @@ def c_strides(shape):
     return tuple(strides[::-1])
 
 
+Zeros = namedtuple("Zeros", ("shape",))  # a native_copy piece that writes zeros
+
+
 def copy_in_order(params, sources, out_shape):
     """The native copy rule of an op that copies its one input in the input's own C
     order, which is also its result's (clone, contiguous, a reshape numpy cannot view):
@@ -115,11 +120,24 @@ def copy_in_order(params, sources, out_shape):
     tensor arguments' layouts (namedtuples with offset, shape and strides in elements;
     `_replace` gives a changed one). Returns pieces (read, out_offset, out_strides):
     the elements of `read` in its own C order are written at out_offset + index .
-    out_strides of the result. None when no strided copy makes the result."""
+    out_strides of the result; a `Zeros(shape)` read writes zeros there (pieces are
+    written in order). None when no strided copy makes the result."""
     if len(sources) != 1:
         return None
     (x,) = sources
     return [(x, 0, c_strides(x.shape))]
+
+
+def basic_view(out_shape, key):
+    """(shape, element offset, element strides) of result[key] for a C-ordered result of
+    out_shape and a basic key (ints, slices, None, Ellipsis)."""
+    # the key applied to a stand-in laid out like the result, one byte per element: only
+    # its view's offset and strides are read, never its memory
+    stand_in = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), tuple(out_shape),
+                                               c_strides(out_shape))
+    view = stand_in[tuple(key) + (Ellipsis,)]
+    offset = view.__array_interface__["data"][0] - stand_in.__array_interface__["data"][0]
+    return view.shape, offset, view.strides
 
 
 def moves_by_forward(cls, out_shape, *args):

@@ -14,7 +14,8 @@ import numpy as np
 
 from ..tensor import AbstractTensor, Tensor, _make, zeros
 from ._families import ArrayFunction, _logical, public
-from ._helpers import moves_by_forward, shape_of
+from ._helpers import (NoDecomposition, Zeros, basic_view, c_strides, moves_by_forward,
+                       shape_of)
 from .comparison import Where
 from .shape import batch_first
 from .tensor_index import (
@@ -247,6 +248,33 @@ class IndexScatter(ArrayFunction):
         if dst.shape != g.shape:
             return None
         return g.reshape(-1).astype(np.int64), dst.reshape(-1), True
+
+    @staticmethod
+    def native_copy(params, sources, out_shape):
+        """Native code for a basic key (slices, ints, None): zeros, then g copied into
+        the strided view of the result the key selects (no index tables)."""
+        if not params["basic"] or len(sources) != 1:
+            return None
+        (g,) = sources
+        shape, offset, strides = basic_view(out_shape, params["key"])
+        if shape != tuple(g.shape):
+            return None
+        return [(Zeros(tuple(out_shape)), 0, c_strides(out_shape)), (g, offset, strides)]
+
+    @staticmethod
+    def decomposition(g, shape, key, basic):
+        """For fusion, a key of ints and whole slices (x[..., 1] in a gradient): g with
+        a dim put back at each int, kept where a one-hot mask is true: elementwise, so
+        the sums it feeds stay in one kernel."""
+        if not basic or len(key) > len(shape) or not all(
+                type(k) is int or k == slice(None) for k in key):
+            raise NoDecomposition
+        mask = np.zeros([n if type(k) is int else 1 for k, n in zip(key, shape)] +
+                        [1] * (len(shape) - len(key)), bool)
+        mask[tuple(k if type(k) is int else 0 for k in key)] = True
+        for d, k in enumerate(key):
+            g = g.unsqueeze(d) if type(k) is int else g
+        return Where.apply(_make(mask), g, zeros((), dtype=g.dtype))
 
     @staticmethod
     def forward(g, shape, key, basic):

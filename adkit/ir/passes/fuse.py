@@ -151,7 +151,8 @@ def _groups(graph):
         data = graph.nx.nodes[n]
         if contraction(graph, n) is not None:  # starts a group: it reads its operands
             groups.append({"key": (data["shape"], data["dtype"].np), "nodes": [n],
-                           "ends": set()})  # at other indices, so they come from memory
+                           "ends": set(), "contracts": True})  # at other indices, so
+            # they come from memory
             group_of[n] = len(groups) - 1
             continue
         if reduction_dims(graph, n) is not None:
@@ -187,7 +188,28 @@ def _groups(graph):
             target = len(groups) - 1
         groups[target]["nodes"].append(n)
         group_of[n] = target
-    return [grp["nodes"] for grp in groups]
+        _absorb_producers(graph, n, args, group_of, groups, rank)
+    return [grp["nodes"] for grp in groups if grp["nodes"]]
+
+
+def _absorb_producers(graph, n, args, group_of, groups, rank):
+    """Merge into n's group the other groups of its shape and dtype that n reads, when
+    the graph of groups stays acyclic: two chains meeting at n (a sum of terms each
+    computed by its own chain) become one kernel. Groups with reductions or inline
+    matmuls keep their own (their ends and operands must come from memory)."""
+    target = groups[group_of[n]]
+    for u in args:
+        gid = group_of.get(u)
+        other = None if gid is None else groups[gid]
+        if other is None or other is target or other["key"] != target["key"] or \
+                any(g["ends"] or g.get("contracts") for g in (other, target)):
+            continue
+        merged = sorted(target["nodes"] + other["nodes"], key=rank.get)
+        if not _acyclic_with(graph, merged, group_of, groups, rank):
+            continue
+        for m in other["nodes"]:
+            group_of[m] = group_of[n]
+        target["nodes"], other["nodes"] = merged, []
 
 
 def _acyclic_with(graph, members, group_of, groups, rank):

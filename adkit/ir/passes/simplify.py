@@ -2,7 +2,7 @@
 
 Owns: `simplify`, the rules (x*1, x+0, x-0, x/1, -(-x), double transpose, permute of a
 permute, reshape of a reshape, expand of an expand, reshape/expand/to that change
-nothing) and `RULES`, the default table. Does not: remove what a rewrite leaves unused
+nothing, a sum of slice scatters into one Assemble) and `RULES`, the default table. Does not: remove what a rewrite leaves unused
 (that is `dce`), fold constants or merge duplicates (cleanup.py).
 Invariant: a rewrite happens only when the result has exactly the node's specs (shape
 and dtype), re-derived through the op's shape rule for edited nodes; `x * 1.0` with x
@@ -12,7 +12,9 @@ from collections import namedtuple
 
 import numpy as np
 
+from ...ops.assemble import Assemble, disjoint
 from ...ops.binary import Add, Div, Mul, Sub
+from ...ops.indexing import IndexScatter
 from ...ops.shape import Expand, Permute, Reshape, Transpose
 from ...ops.unary import Neg, ToDtype
 from .. import rules as shape_rules
@@ -152,11 +154,59 @@ def no_change(graph, n):
     return None if source is None else Replace(source)
 
 
+def _spec(graph, value):
+    return graph.specs_of(value[0])[value[1]]
+
+
+def _scattered_parts(graph, value):
+    """[(key, part)] when `value` is zeros with parts written at basic keys (an
+    IndexScatter with a basic key, or an Assemble) read by nothing else, else None."""
+    node, out = value
+    data = graph.nx.nodes[node]
+    if data["kind"] != "op" or graph.nx.out_degree(node) != 1:
+        return None
+    if data["op"] is IndexScatter and data["params"]["basic"]:
+        return [(tuple(data["params"]["key"]), _arg(graph, node, 0))]
+    if data["op"] is Assemble:
+        return [(tuple(key), _arg(graph, node, 2 + i))
+                for i, key in enumerate(data["params"]["keys"])]
+    return None
+
+
+def merge_scatters(graph, n):
+    """scatter(a, k1) + scatter(b, k2) -> Assemble (disjoint keys; equal keys add their
+    parts first): the gradient of several slices of one tensor, one pass over it."""
+    a, b = _arg(graph, n, 0), _arg(graph, n, 1)
+    parts = None if a is None or b is None else _scattered_parts(graph, a)
+    more = None if parts is None else _scattered_parts(graph, b)
+    spec = graph.nx.nodes[n]["specs"][0]
+    if more is None or any(_spec(graph, p) != _spec(graph, q) for k, p in parts
+                           for j, q in more if k == j) or \
+            any(_spec(graph, p).dtype != spec.dtype for _, p in parts + more):
+        return None
+    keys = [k for k, _ in parts]
+    if not all(key in keys or all(disjoint(key, k, spec.shape) for k in keys)
+               for key, _ in more):  # (one node's own keys are distinct already)
+        return None
+    for key, part in more:
+        if key in keys:  # the same slice twice: one part, the sum of both
+            i = keys.index(key)
+            total = graph.add_op(Add, {0: parts[i][1], 1: part}, {}, [_spec(graph, part)])
+            parts[i] = (key, (total, 0))
+        else:
+            parts.append((key, part))
+            keys.append(key)
+    args = {2 + i: part for i, (_, part) in enumerate(parts)}
+    params = {"shape": tuple(spec.shape), "keys": tuple(k for k, _ in parts)}
+    return Replace((graph.add_op(Assemble, args, params, [spec]), 0))
+
+
 RULES = (
     (Mul, mul_by_one), (Add, add_zero), (Sub, sub_zero), (Div, div_by_one),
     (Neg, double_neg), (Transpose, double_transpose), (Permute, permute_permute),
     (Reshape, no_change), (Reshape, reshape_reshape),
     (Expand, no_change), (Expand, expand_expand), (ToDtype, no_change),
+    (Add, merge_scatters),
 )
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import adkit as ak
-from adkit.control import Scan, While, hoist_invariants
+from adkit.control import Scan, While, batch_accumulations, hoist_invariants
 from adkit.ir.graph import GraphError
 
 RNG = np.random.default_rng(2)
@@ -76,6 +76,48 @@ def test_a_hoisted_transpose_enters_the_loop_as_a_contiguous_copy():
     assert ops[source] == "Transpose"
     assert any(ops[v] == "Scan" for v in hoisted.nx.successors(clone))
     np.testing.assert_allclose(hoisted(H0, W).numpy(), graph(H0, W).numpy(), rtol=1e-14)
+
+
+def _scan_plans(graph):
+    return [graph.nx.nodes[n]["params"]["plan"] for n in graph.op_nodes
+            if graph.nx.nodes[n]["op"] is Scan]
+
+
+def test_a_carried_sum_of_products_becomes_one_product_after_the_loop():
+    def outer_sums(xs, w):
+        def step(c, x):
+            h, acc = c
+            h = (h @ w + x).tanh()
+            return (h, acc + h[:, None] @ x[None, :]), None
+        return ak.scan(step, (H0, ak.zeros((3, 3), dtype=ak.float64)), xs)[0]
+    graph = ak.trace(outer_sums, XS, W)
+    batched = ak.ir.passes.dce(batch_accumulations(graph))
+    batched.validate()
+    assert [p.n_carry for p in _scan_plans(graph)] == [2]
+    assert [p.n_carry for p in _scan_plans(batched)] == [1]  # acc left the loop
+    for a, b in zip(batched(XS, W), graph(XS, W)):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-13, atol=1e-15)
+
+
+def test_the_weight_gradient_of_a_recurrence_is_one_product():
+    def loop(w, h0):
+        return ak.fori_loop(0, 6, lambda i, h: (h @ w).tanh(), h0).sum()
+    grad = ak.func.grad(loop)
+    lowered = ak.jit(grad).lower(W, H0)
+    (reverse,) = [p for p in _scan_plans(lowered) if p.reverse]
+    assert reverse.n_carry == 1  # the cotangent of h only: dw is a product after it
+    np.testing.assert_allclose(ak.jit(grad)(W, H0).numpy(), grad(W, H0).numpy(),
+                               rtol=1e-12, atol=1e-14)
+
+
+def test_a_carry_read_by_the_body_stays():
+    def read_back(xs, w):
+        def step(acc, x):
+            new = acc + x[:, None] @ x[None, :]
+            return new, acc.sum()  # the body reads the carry: not a pure sum
+        return ak.scan(step, ak.zeros((3, 3), dtype=ak.float64), xs)
+    graph = ak.trace(read_back, XS, W)
+    assert [p.n_carry for p in _scan_plans(batch_accumulations(graph))] == [1]
 
 
 def test_validate_checks_bodies_and_the_node_against_them():

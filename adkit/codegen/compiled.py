@@ -14,7 +14,7 @@ import numpy as np
 from llvmlite import ir as llvm_ir
 
 from .._pytree import tree_unflatten
-from ..control import hoist_invariants, merge_residual_scans
+from ..control import batch_accumulations, hoist_invariants, merge_residual_scans
 from ..ir import evaluate, passes
 from ..tensor import _make
 from . import buffers, plan, runtime, steps
@@ -25,11 +25,12 @@ _RECYCLE_BYTES = 1 << 17
 # calls of jitted functions inlined first (one program to optimize); loops: one forward
 # scan where a gradient traced two (before any pass rebuilds plans); sums of slice
 # scatters become Assembles before decompose turns the rest into elementwise selects;
-# body work that only depends on a loop's consts done once, before the loop
+# body work that only depends on a loop's consts done once, before the loop; sums of
+# products carried through a loop summed by one product after it
 OPTIMIZE = passes.pipeline([passes.inline_calls, merge_residual_scans, passes.simplify,
                             passes.decompose, passes.fold_constants, passes.simplify,
-                            passes.cse, passes.dce, hoist_invariants, passes.dce, passes.fuse,
-                            passes.dce])
+                            passes.cse, passes.dce, hoist_invariants, batch_accumulations,
+                            passes.dce, passes.fuse, passes.dce])
 
 
 class Compiled:

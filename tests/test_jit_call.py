@@ -292,3 +292,25 @@ def test_a_function_writing_its_argument_in_place_runs_as_python_under_grad():
     x2 = x.clone()
     f(x2, w2).backward()
     close([x1, w.grad], [x2, w2.grad])
+
+
+def test_static_arguments_keywords_and_non_float_outputs_under_grad():
+    x, w = args_two()
+    f = ak.jit(lambda x, w, p: (x @ w).pow(p).sum(), static_argnums=(2,))
+    close(F.grad(f, argnums=1)(x, w, 2), F.grad(lambda x, w: (x @ w).pow(2).sum(),
+                                                  argnums=1)(x, w))
+    g = ak.jit(lambda x, w, scale=1.0: ((x @ w) * scale).sum())
+    close(F.grad(g, argnums=1)(x, w, scale=3.0), F.grad(g, argnums=1)(x, w) * 3)
+    xs = x.detach().requires_grad_()
+    total, where = ak.jit(lambda x: (x.sum(), x.argmax()))(xs)
+    total.backward()
+    assert where.item() == int(np.argmax(x.numpy())) and not where.requires_grad
+    close(xs.grad, ak.ones_like(x))
+
+
+def test_an_inner_jit_closing_over_an_outer_trace():
+    x, w = args_two()
+    outer = ak.jit(lambda x, w: ak.jit(lambda y: (y @ w).tanh().sum())(x))
+    plain = lambda x, w: (x @ w).tanh().sum()  # noqa: E731
+    close(outer(x, w), plain(x, w))
+    close(F.grad(outer, argnums=1)(x, w), F.grad(plain, argnums=1)(x, w))

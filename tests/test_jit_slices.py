@@ -135,3 +135,20 @@ def test_a_returned_view_is_fresh_memory_not_a_copy():
     second = f(x * 2)  # the next call must not write into the memory `first` views
     np.testing.assert_array_equal(first.numpy(), kept)
     np.testing.assert_allclose(second.numpy(), ((x * 2).exp() * 2).t().numpy(), rtol=1e-14)
+
+
+def test_values_differing_in_unit_dims_fuse_into_one_kernel():
+    x, y = rand(3, 5), rand(5, seed=1)
+    f = lambda x, y: ((x * 2).unsqueeze(2) + 1.0).sin().reshape(3, 5) * y  # noqa: E731
+    lowered = ak.jit(f).lower(x, y)
+    assert ops_of(lowered) == ["FusedKernel"]
+    np.testing.assert_allclose(ak.jit(f)(x, y).numpy(), f(x, y).numpy(), rtol=1e-14)
+
+
+@pytest.mark.parametrize("view", [lambda t: t.permute(2, 1, 0),  # swaps the two 3s
+                                  lambda t: t.flip(0)],
+                         ids=["permute", "flip"])
+def test_views_that_reorder_elements_are_not_read_in_place(view):
+    x = rand(3, 1, 3)
+    f = lambda x: view((x * 2).exp()) + 1.0  # noqa: E731
+    np.testing.assert_allclose(ak.jit(f)(x).numpy(), f(x).numpy(), rtol=1e-14)

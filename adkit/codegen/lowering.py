@@ -12,7 +12,7 @@ steps (plan.py), or emit code (program.py, kernels.py).
 import numpy as np
 
 from ..ir import passes, rules
-from ..ir.passes.fuse import contraction, reduction_dims
+from ..ir.passes.fuse import contraction, reduction_dims, unit_view
 from ..ops._helpers import Zeros
 from . import buffers, kernels, program
 from .branches import switch_call
@@ -213,22 +213,32 @@ def kernel_for(graph, n, name, in_layouts):
     (in_layouts, then the matmul operands')."""
     sub = graph.nx.nodes[n]["params"]["graph"]
     index = {i: k for k, i in enumerate(sub.inputs)}
-    steps, position, reduced = [], {}, {}
-    members = [m for m in sub.op_nodes if reduction_dims(sub, m) is None]
+    steps, position, reduced, alias = [], {}, {}, {}
+    views = {m for m in sub.op_nodes if unit_view(sub, m)}
+    members = [m for m in sub.op_nodes if reduction_dims(sub, m) is None and m not in views]
     if members:
         shape = tuple(sub.specs_of(members[0])[0].shape)
     else:
         shape = tuple(sub.specs_of(sub.args_of(sub.op_nodes[0])[0][1])[0].shape)
     layouts = list(in_layouts)
     strides = [broadcast_strides(layout, shape) for layout in in_layouts]
+    if views or len({tuple(sub.specs_of(m)[0].shape) for m in members}) > 1:
+        shape = tuple(d for d in shape if d != 1)  # members differ in unit dims only
+        strides = [_squeezed_strides(sub, i, layout) for i, layout in
+                   zip(sub.inputs, in_layouts)]
     read_in_place = set()  # inputs an elementwise step reads at the iteration point
 
     def ref(u):
+        if u in alias:
+            return alias[u]
         if u in index:
             read_in_place.add(index[u])
             return In(index[u])
         return Tmp(position[u])
     for m in sub.op_nodes:
+        if m in views:  # the same elements in the same order: its input's value
+            alias[m] = ref(sub.args_of(m)[0][1])
+            continue
         dims = reduction_dims(sub, m)
         if dims is not None:
             reduced[m] = dims
@@ -245,6 +255,16 @@ def kernel_for(graph, n, name, in_layouts):
     kernel = kernels.Kernel(name, dtype, shape, strides, steps, outputs,
                             [layout.dtype for layout in layouts])
     return kernel, scales, layouts
+
+
+def _squeezed_strides(sub, node, layout):
+    """Strides of kernel input `node` over the iteration shape of a kernel whose
+    members differ in unit dims: broadcast to the shape of a member that reads it, that
+    member's unit dims dropped."""
+    reader = next(v for v in sub.nx.successors(node) if sub.nx.nodes[v]["kind"] == "op")
+    member_shape = tuple(sub.specs_of(reader)[0].shape)
+    return tuple(s for s, d in zip(broadcast_strides(layout, member_shape), member_shape)
+                 if d != 1)
 
 
 def _step(sub, m, ref, layouts, strides, in_layouts, index, shape):

@@ -101,6 +101,8 @@ INSTRUCTIONS = {
                            "np.argmax({a}, 0, keepdims=True), {a}.shape),) + "
                            "tuple(np.indices({a}.shape))[1:], {a} * 1.5)", 1),
     "index_add_argmax": ("{o} = {a}.index_add(0, {a}.argmax(0).reshape(-1)[:1], {a}[:1] * 2.0)",
+                         # one index for one source row, as index_add requires
+                         "assert {a}.ndim >= 1 and {a}.shape[0] >= 1 and {a}.size >= 1; "
                          "{o} = {a}.copy(); np.add.at({o}, np.argmax({a}, 0).reshape(-1)[:1], "
                          "{a}[:1] * 2.0)", 1),
     "sort_values": ("{o} = {a}.sort(-1)[0]", "{o} = np.sort({a}, -1)", 1),

@@ -20,7 +20,7 @@ import numpy as np
 from ... import ops
 from ...autograd.function import Function
 from ...tensor import _make
-from .. import evaluate
+from .. import evaluate, rules
 from ..graph import Graph
 from .cleanup import has_in_place_ops
 
@@ -141,7 +141,10 @@ def contraction(graph, n):
 
 def _groups(graph):
     """Fusible nodes grouped greedily in topological order, merging a node into a
-    producer's group when shapes and dtypes match and no cycle results. A reduction
+    producer's group when shapes and dtypes match and no cycle results. Shapes match
+    when they differ only in unit dims (a group then iterates over the shape without
+    them; views that only add or drop unit dims join as their input's value), except
+    in a group with reductions or inline matmuls, whose dims are exact. A reduction
     joins the group of the member it reduces (else it makes a group of its own); it
     is a group's end: no member of its group may read it."""
     group_of, groups = {}, []
@@ -150,46 +153,108 @@ def _groups(graph):
     for n in order:
         data = graph.nx.nodes[n]
         if contraction(graph, n) is not None:  # starts a group: it reads its operands
-            groups.append({"key": (data["shape"], data["dtype"].np), "nodes": [n],
-                           "ends": set(), "contracts": True})  # at other indices, so
-            # they come from memory
-            group_of[n] = len(groups) - 1
+            groups.append(_group(data["shape"], data["dtype"].np, exact=True))
+            groups[-1]["contracts"] = True  # at other indices, so from memory
+        elif reduction_dims(graph, n) is not None:
+            _place_reduction(graph, n, group_of, groups, rank)
             continue
-        if reduction_dims(graph, n) is not None:
-            (_, u, out), = graph.args_of(n)
-            key = (tuple(graph.specs_of(u)[out].shape), data["dtype"].np)
-            gid = group_of.get(u)
-            if gid is None or u in groups[gid]["ends"] or groups[gid]["key"] != key or \
-                    not _acyclic_with(graph, groups[gid]["nodes"] + [n], group_of, groups, rank):
-                groups.append({"key": key, "nodes": [], "ends": set()})
-                gid = len(groups) - 1
-            groups[gid]["nodes"].append(n)
-            groups[gid]["ends"].add(n)
-            group_of[n] = gid
+        elif unit_view(graph, n):
+            _place_view(graph, n, group_of, groups, rank)
             continue
-        dtype = compute_dtype(graph, n)
-        if dtype is False:
-            continue
-        key = (data["shape"], dtype)
-        args = [u for _, u, _ in graph.args_of(n)]
-        target = None
-        for u in args:
-            gid = group_of.get(u)
-            if gid is not None and groups[gid]["key"][0] == key[0] and \
-                    dtype in (None, groups[gid]["key"][1]) and \
-                    not any(v in groups[gid]["ends"] for v in args) and \
-                    _acyclic_with(graph, groups[gid]["nodes"] + [n], group_of, groups, rank):
-                target = gid
-                break
-        if target is None:
-            if dtype is None:  # bools only: no float dtype to compute in
+        else:
+            dtype = compute_dtype(graph, n)
+            if dtype is False:
                 continue
-            groups.append({"key": key, "nodes": [], "ends": set()})
-            target = len(groups) - 1
-        groups[target]["nodes"].append(n)
-        group_of[n] = target
-        _absorb_producers(graph, n, args, group_of, groups, rank)
+            args = [u for _, u, _ in graph.args_of(n)]
+            target = next((gid for gid in map(group_of.get, args) if gid is not None and
+                           _fits(groups[gid], data["shape"], dtype) and
+                           not any(v in groups[gid]["ends"] for v in args) and
+                           _acyclic_with(graph, groups[gid]["nodes"] + [n], group_of,
+                                         groups, rank)), None)
+            if target is None and dtype is None:  # bools only: no dtype to compute in
+                continue
+            if target is None:
+                groups.append(_group(data["shape"], dtype))
+            _join(groups[len(groups) - 1 if target is None else target], n,
+                  data["shape"], group_of, groups)
+            _absorb_producers(graph, n, args, group_of, groups, rank)
+            continue
+        group_of[n] = len(groups) - 1
+        groups[-1]["nodes"].append(n)
     return [grp["nodes"] for grp in groups if grp["nodes"]]
+
+
+def _squeezed(shape):
+    """A shape without its unit dims (a 0-d or all-unit shape stays itself)."""
+    inner = tuple(d for d in shape if d != 1)
+    return inner if inner else tuple(shape)
+
+
+def _group(shape, dtype, exact=False):
+    return {"key": (_squeezed(shape), dtype), "shape": tuple(shape), "nodes": [],
+            "ends": set(), "exact": exact, "mixed": False}
+
+
+def _fits(group, shape, dtype):
+    """Whether a node of `shape` computing in `dtype` (None: bools) may join."""
+    return group["key"][0] == _squeezed(shape) and dtype in (None, group["key"][1]) and \
+        (not group["exact"] or group["shape"] == tuple(shape))
+
+
+def _join(group, n, shape, group_of, groups):
+    group["nodes"].append(n)
+    group["mixed"] |= group["shape"] != tuple(shape)
+    group_of[n] = groups.index(group)
+
+
+def _place_reduction(graph, n, group_of, groups, rank):
+    """A reduction joins the group of what it reduces when that group iterates over
+    exactly its input's shape; else it starts one."""
+    (_, u, out), = graph.args_of(n)
+    shape, dtype = tuple(graph.specs_of(u)[out].shape), graph.nx.nodes[n]["dtype"].np
+    gid = group_of.get(u)
+    if gid is None or u in groups[gid]["ends"] or groups[gid]["mixed"] or \
+            groups[gid]["shape"] != shape or groups[gid]["key"][1] != dtype or \
+            not _acyclic_with(graph, groups[gid]["nodes"] + [n], group_of, groups, rank):
+        groups.append(_group(shape, dtype))
+        gid = len(groups) - 1
+    groups[gid]["nodes"].append(n)
+    groups[gid]["ends"].add(n)
+    groups[gid]["exact"] = True
+    group_of[n] = gid
+
+
+def _place_view(graph, n, group_of, groups, rank):
+    """A unit-dim view joins the group of the member it views (never starts one)."""
+    (_, u, _), = graph.args_of(n)
+    gid = group_of.get(u)
+    if gid is None or u in groups[gid]["ends"] or groups[gid]["exact"] or \
+            not _acyclic_with(graph, groups[gid]["nodes"] + [n], group_of, groups, rank):
+        return
+    _join(groups[gid], n, graph.nx.nodes[n]["shape"], group_of, groups)
+
+
+def unit_view(graph, n):
+    """Whether node n is a view of a float value that only adds or drops unit dims,
+    its elements in their order (a reshape to (k, 1), unsqueeze, x[..., 0] of a unit
+    dim): inside a kernel it is its input's value."""
+    data = graph.nx.nodes[n]
+    if data["kind"] != "op" or not getattr(data["op"], "is_view", False) or \
+            data["op"].modifies is not None or len(data["specs"]) != 1:
+        return False
+    args = graph.args_of(n)
+    if len(args) != 1:
+        return False
+    (pos, u, out), = args
+    spec, result = graph.specs_of(u)[out], data["specs"][0]
+    if spec.dtype != result.dtype or spec.dtype.np not in _NATIVE_FLOATS or \
+            spec.shape == result.shape or _squeezed(spec.shape) != _squeezed(result.shape):
+        return False
+    probe = np.arange(int(np.prod(spec.shape)), dtype=np.float64).reshape(spec.shape)
+    moved = np.asarray(data["op"].forward(*rules.join_args(data["op"], {pos: probe},
+                                                           data["params"])))
+    return moved.shape == tuple(result.shape) and np.array_equal(moved.reshape(-1),
+                                                                 probe.reshape(-1))
 
 
 def _absorb_producers(graph, n, args, group_of, groups, rank):
@@ -202,7 +267,7 @@ def _absorb_producers(graph, n, args, group_of, groups, rank):
         gid = group_of.get(u)
         other = None if gid is None else groups[gid]
         if other is None or other is target or other["key"] != target["key"] or \
-                any(g["ends"] or g.get("contracts") for g in (other, target)):
+                any(g["exact"] for g in (other, target)):
             continue
         merged = sorted(target["nodes"] + other["nodes"], key=rank.get)
         if not _acyclic_with(graph, merged, group_of, groups, rank):
@@ -210,6 +275,7 @@ def _absorb_producers(graph, n, args, group_of, groups, rank):
         for m in other["nodes"]:
             group_of[m] = group_of[n]
         target["nodes"], other["nodes"] = merged, []
+        target["mixed"] |= other["mixed"] or other["shape"] != target["shape"]
 
 
 def _acyclic_with(graph, members, group_of, groups, rank):

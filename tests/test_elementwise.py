@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import adkit as ak
-from adkit.ops.unary import erf_float64
+from adkit.ops.special import erf_float64
 
 from ._op_cases import op_cases
 from .op_db import to_tensor_args

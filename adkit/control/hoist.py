@@ -16,7 +16,7 @@ read along its strided dim costs gathers at each step).
 """
 from ..ir.passes import recursive
 from ..ir.passes.cleanup import dce, redirect, writes_in_place
-from ..ops.unary import Clone
+from ..ops.conversion import Clone
 
 
 def _hoist_node(graph, n):

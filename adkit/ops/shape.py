@@ -12,7 +12,7 @@ import numpy as np
 from .. import dtypes
 from ._families import ArrayFunction, ShapeOp, _logical, public
 from ._helpers import c_strides, copy_in_order, normalize_dims, wrap_dim
-from .unary import Clone
+from .conversion import Clone
 
 
 _TORCH_TYPE_NAMES = {"float16": "Half", "float32": "Float", "float64": "Double",

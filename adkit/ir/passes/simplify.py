@@ -16,7 +16,8 @@ from ...ops.assemble import Assemble, disjoint
 from ...ops.binary import Add, Div, Mul, Sub
 from ...ops.indexing import IndexScatter
 from ...ops.shape import Expand, Permute, Reshape, Transpose
-from ...ops.unary import Neg, ToDtype
+from ...ops.conversion import ToDtype
+from ...ops.unary import Neg
 from .. import rules as shape_rules
 from .cleanup import has_in_place_ops, redirect
 

@@ -6,6 +6,7 @@ import pytest
 
 import adkit as ak
 from adkit.autograd import gradcheck, gradgradcheck
+from adkit.ops import extrema as ex
 from adkit.ops import linalg as la
 from adkit.ops import reduction as rd
 
@@ -325,7 +326,7 @@ def _jvp_cases():
              (rd.Prod, (x, 2, False, None)), (rd.Prod, (zero, None, False, None)),
              (rd.Var, (x, 1, False, 1)), (rd.Std, (x, (0, 1), True, 0)),
              (rd.Amax, (x, 2, False)), (rd.Amin, (x, None, False)),
-             (rd.Logsumexp, (x, 1, True)), (rd.Max, (x, 1, False)), (rd.Min, (x, 0, True)),
+             (rd.Logsumexp, (x, 1, True)), (ex.Max, (x, 1, False)), (ex.Min, (x, 0, True)),
              (la.Matmul, (arr(2, 1, 2, 3), arr(3, 3, 2))), (la.Matmul, (arr(3), arr(3, 2))),
              (la.Mm, (arr(2, 3), arr(3, 2))), (la.Bmm, (arr(2, 2, 3), arr(2, 3, 2))),
              (la.Dot, (arr(3), arr(3))), (la.Mv, (arr(2, 3), arr(3))),

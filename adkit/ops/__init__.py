@@ -12,14 +12,14 @@ import inspect
 import numpy as np
 
 from ..tensor import Tensor, _make
-from . import (assemble, binary, comparison, conversion, indexing, inplace, join, linalg,
-               nn, random, reduction, rounding, scatter, shape, sorting, special,
+from . import (assemble, binary, comparison, conversion, extrema, indexing, inplace, join,
+               linalg, nn, random, reduction, rounding, scatter, shape, sorting, special,
                tensor_index, unary)
 from ._families import ArrayFunction
 
-MODULES = (unary, special, rounding, conversion, binary, comparison, reduction, linalg,
-           shape, join, indexing, tensor_index, scatter, sorting, inplace, nn, random,
-           assemble)
+MODULES = (unary, special, rounding, conversion, binary, comparison, reduction, extrema,
+           linalg, shape, join, indexing, tensor_index, scatter, sorting, inplace, nn,
+           random, assemble)
 
 FUNCTIONS = {}  # public name -> callable (ak.NAME)
 METHODS = {}  # public name -> callable taking the tensor first (Tensor.NAME)

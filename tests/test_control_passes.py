@@ -106,6 +106,7 @@ def test_the_weight_gradient_of_a_recurrence_is_one_product():
     lowered = ak.jit(grad).lower(W, H0)
     (reverse,) = [p for p in _scan_plans(lowered) if p.reverse]
     assert reverse.n_carry == 1  # the cotangent of h only: dw is a product after it
+    assert reverse.n_ys == 1  # h_t is read from the forward's history, not stacked again
     np.testing.assert_allclose(ak.jit(grad)(W, H0).numpy(), grad(W, H0).numpy(),
                                rtol=1e-12, atol=1e-14)
 

@@ -15,6 +15,7 @@ import dataclasses
 
 from ..ir.passes import recursive
 from ..ir.passes.cleanup import redirect
+from ..ir.passes.fuse import unit_view
 from ..ops.binary import Add
 from ..ops.shape import Permute, Reshape
 from .scan import Scan
@@ -46,8 +47,20 @@ def _accumulated_product(body, n_consts, k):
     return add, product
 
 
-def _without_carry(body, n_consts, k, add, product):
-    """The body with carry k gone and the product's operands as two more ys."""
+def _x_source(body, value, first_x):
+    """The body input index of the x that `value` is, through views that keep its
+    elements in order and change only unit dims (h_t as a column), else None: such an
+    operand's stack is the scan's own xs argument, not a copy stacked as a y."""
+    node, _ = value
+    while body.nx.nodes[node]["kind"] == "op" and unit_view(body, node):
+        node = body.args_of(node)[0][1]
+    data = body.nx.nodes[node]
+    return data["index"] if data["kind"] == "input" and data["index"] >= first_x else None
+
+
+def _without_carry(body, n_consts, k, add, product, stacked):
+    """The body with carry k gone and the product's operands that are not xs
+    (`stacked`: their positions) as more ys."""
     g = body.copy()
     carry_index = n_consts + k
     carry = [m for m in g.inputs if g.nx.nodes[m]["index"] == carry_index][0]
@@ -60,8 +73,8 @@ def _without_carry(body, n_consts, k, add, product):
     for m in g.outputs:
         if g.nx.nodes[m]["index"] > k:
             g.nx.nodes[m]["index"] -= 1
-    for value in operands:
-        g.add_output(value)
+    for i in stacked:
+        g.add_output(operands[i])
     return g
 
 
@@ -85,10 +98,14 @@ def _batch_one(graph, n, k):
         return False
     add, product = found
     product_op = plan.body.nx.nodes[product]["op"]
+    operands = [(u, o) for _, u, o in sorted(plan.body.args_of(product))]
+    sources = [_x_source(plan.body, v, plan.n_consts + plan.n_carry) for v in operands]
+    stacked = [i for i, src in enumerate(sources) if src is None]
     new_plan = dataclasses.replace(plan, body=_without_carry(plan.body, plan.n_consts, k,
-                                                               add, product),
+                                                               add, product, stacked),
                                    n_carry=plan.n_carry - 1, cache={})
     args = {pos: (u, out) for pos, u, out in graph.args_of(n)}
+    xs_args = {src: args[1 + src] for src in sources if src is not None}
     init = args.pop(1 + plan.n_consts + k)
     args = {pos - (pos > 1 + plan.n_consts + k): value for pos, value in args.items()}
     new = graph.add_op(Scan, args, {**data["params"], "plan": new_plan},
@@ -96,9 +113,16 @@ def _batch_one(graph, n, k):
     for i in range(plan.n_carry + plan.n_ys):
         if i != k:
             redirect(graph, (n, i), (new, i - (i > k)))
-    a_stack, b_stack = (new, len(new_plan.output_specs()) - 2), \
-        (new, len(new_plan.output_specs()) - 1)
-    redirect(graph, (n, k), _sum_of_products(graph, a_stack, b_stack, product_op, init))
+    ys = iter(range(len(new_plan.output_specs()) - len(stacked),
+                    len(new_plan.output_specs())))
+    stacks = []
+    for value, src in zip(operands, sources):
+        if src is None:
+            stacks.append((new, next(ys)))
+        else:  # the xs argument itself, viewed with the operand's shape per step
+            shape = (plan.length,) + tuple(plan.body.specs_of(value[0])[value[1]].shape)
+            stacks.append((graph.add_op(Reshape, {0: xs_args[src]}, {"shape": shape}), 0))
+    redirect(graph, (n, k), _sum_of_products(graph, *stacks, product_op, init))
     graph.nx.remove_node(n)
     return True
 

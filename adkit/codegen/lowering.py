@@ -216,16 +216,8 @@ def kernel_for(graph, n, name, in_layouts):
     steps, position, reduced, alias = [], {}, {}, {}
     views = {m for m in sub.op_nodes if unit_view(sub, m)}
     members = [m for m in sub.op_nodes if reduction_dims(sub, m) is None and m not in views]
-    if members:
-        shape = tuple(sub.specs_of(members[0])[0].shape)
-    else:
-        shape = tuple(sub.specs_of(sub.args_of(sub.op_nodes[0])[0][1])[0].shape)
+    shape, strides = _iteration_space(sub, members, views, in_layouts)
     layouts = list(in_layouts)
-    strides = [broadcast_strides(layout, shape) for layout in in_layouts]
-    if views or len({tuple(sub.specs_of(m)[0].shape) for m in members}) > 1:
-        shape = tuple(d for d in shape if d != 1)  # members differ in unit dims only
-        strides = [_squeezed_strides(sub, i, layout) for i, layout in
-                   zip(sub.inputs, in_layouts)]
     read_in_place = set()  # inputs an elementwise step reads at the iteration point
 
     def ref(u):
@@ -255,6 +247,21 @@ def kernel_for(graph, n, name, in_layouts):
     kernel = kernels.Kernel(name, dtype, shape, strides, steps, outputs,
                             [layout.dtype for layout in layouts])
     return kernel, scales, layouts
+
+
+def _iteration_space(sub, members, views, in_layouts):
+    """(the kernel's iteration shape, each input's element strides over it): the
+    members' shape (the reduced input's for a group of reductions alone), without unit
+    dims when members differ in them only."""
+    if members:
+        shape = tuple(sub.specs_of(members[0])[0].shape)
+    else:
+        shape = tuple(sub.specs_of(sub.args_of(sub.op_nodes[0])[0][1])[0].shape)
+    if views or len({tuple(sub.specs_of(m)[0].shape) for m in members}) > 1:
+        return (tuple(d for d in shape if d != 1),
+                [_squeezed_strides(sub, i, layout) for i, layout in
+                 zip(sub.inputs, in_layouts)])
+    return shape, [broadcast_strides(layout, shape) for layout in in_layouts]
 
 
 def _squeezed_strides(sub, node, layout):

@@ -152,3 +152,38 @@ def test_views_that_reorder_elements_are_not_read_in_place(view):
     x = rand(3, 1, 3)
     f = lambda x: view((x * 2).exp()) + 1.0  # noqa: E731
     np.testing.assert_allclose(ak.jit(f)(x).numpy(), f(x).numpy(), rtol=1e-14)
+
+
+def test_writing_slices_of_an_intermediate_is_native():
+    x, v = rand(4, 5), rand(5, seed=1)
+
+    def f(x, v):
+        y = x * 2
+        y[1:3] = v  # broadcast over the rows
+        y[0, 1] = 7.0  # a number
+        y[-1] = y[0] * 3  # a value read from the same tensor
+        return y.sin()
+    jitted = ak.jit(f)
+    np.testing.assert_allclose(jitted(x, v).numpy(), f(x, v).numpy(), rtol=1e-14)
+    assert numpy_steps(jitted, x, v) == []
+    assert "index_put" in [ak.ir.printing.op_name(jitted.lower(x, v).nx.nodes[n]["op"])
+                           for n in jitted.lower(x, v).op_nodes]
+    g = F.grad(lambda x, v: f(x, v).sum(), argnums=(0, 1))
+    for a, b in zip(ak.jit(g)(x, v), g(x, v)):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-13, atol=1e-14)
+    fd = finite_differences(lambda v: f(x, v).sum(), v)
+    np.testing.assert_allclose(g(x, v)[1].numpy(), fd, rtol=1e-6, atol=1e-8)
+
+
+def test_a_product_with_a_number_saves_no_operand_as_in_pytorch():
+    # PyTorch's mul/div by a Python number keep nothing for backward, so writing the
+    # tensor in place afterwards is fine (adkit raised a version error here)
+    x = rand(4, 5).requires_grad_()
+    y = x * 2
+    scaled, halved = y[0] * 3, y[1] / 2
+    y[0] = 1.0
+    y[1] = 2.0
+    (scaled.sum() + halved.sum() + y.sum()).backward()
+    want = np.full((4, 5), 2.0)
+    want[0], want[1] = 6.0, 1.0
+    np.testing.assert_allclose(x.grad.numpy(), want)

@@ -13,15 +13,15 @@ import numpy as np
 
 from ..ir import passes, rules
 from ..ir.passes.fuse import contraction, reduction_dims, unit_view
-from ..ops._helpers import Zeros
+from ..ops._helpers import Fill
 from . import buffers, kernels, program
 from .branches import switch_call
-from .indexed import indexed
-from .loops import scan_loop
-from .while_loops import while_loop
-from .revolve_loops import revolve_loop
 from .buffers import Layout, broadcast_strides, contiguous_strides
+from .indexed import indexed
 from .kernels import In, Tmp
+from .loops import scan_loop
+from .revolve_loops import revolve_loop
+from .while_loops import while_loop
 
 # ops that only move elements are copied with index tables (two int64 per element
 # moved), so only up to this many elements
@@ -140,9 +140,9 @@ def copy_loops(planner, n):
     out = planner.result(n, 0)
     calls = []
     for read, offset, strides in pieces:
-        if isinstance(read, Zeros):  # a zero read at every point
-            zero = planner.constant(np.zeros(1, spec.dtype.np))
-            read = Layout(zero, 0, read.shape, (0,) * len(read.shape), spec.dtype.np)
+        if isinstance(read, Fill):  # one value read at every point
+            value = planner.constant(np.full(1, read.value, spec.dtype.np))
+            read = Layout(value, 0, read.shape, (0,) * len(read.shape), spec.dtype.np)
         kernel = _copy_kernel(planner.kernel_name(), read, strides)
         calls.append(planner.kernel_call(kernel, [read],
                                          [out._replace(offset=offset, shape=read.shape)]))

@@ -118,9 +118,13 @@ class BinaryElementwise(ArrayFunction):
     backward: grad_x = sum_to(grad_out * dz/dx, x.shape), likewise y;
     jvp:      out_t = dz/dx * x_t + dz/dy * y_t.
     `saves` names what partials read ("x", "y", "out"); unsaved tensors arrive as None
-    (a Python-number operand always arrives as itself)."""
+    (a Python-number operand always arrives as itself). `only_for_other` names the
+    operands read only by the other operand's partial (mul: dz/dy = x): beside a Python
+    number, which has no derivative, such an operand is not saved, as in PyTorch (so
+    writing it in place later is no error)."""
 
     saves = ("x", "y", "out")
+    only_for_other = ()
 
     @classmethod
     def infer(cls, x, y):
@@ -140,8 +144,11 @@ class BinaryElementwise(ArrayFunction):
         x, y = inputs
         x_is_tensor, y_is_tensor = isinstance(x, Tensor), isinstance(y, Tensor)
         if saves:  # NB: to_save is set directly: these are known to be tensors or None
-            ctx.to_save = (x if x_is_tensor and "x" in saves else None,
-                           y if y_is_tensor and "y" in saves else None,
+            alone = ctx._forward_cls.only_for_other
+            ctx.to_save = (x if x_is_tensor and "x" in saves and
+                           (y_is_tensor or "x" not in alone) else None,
+                           y if y_is_tensor and "y" in saves and
+                           (x_is_tensor or "y" not in alone) else None,
                            output if "out" in saves else None)
         ctx.constants = (None if x_is_tensor else x, None if y_is_tensor else y)
         ctx.shapes = (x._data.shape if x_is_tensor else (),

@@ -107,7 +107,8 @@ def c_strides(shape):
     return tuple(strides[::-1])
 
 
-Zeros = namedtuple("Zeros", ("shape",))  # a native_copy piece that writes zeros
+# a native_copy piece that writes one value (zeros by default) at every point
+Fill = namedtuple("Fill", ("shape", "value"), defaults=(0.0,))
 
 
 def copy_in_order(params, sources, out_shape):
@@ -120,8 +121,8 @@ def copy_in_order(params, sources, out_shape):
     tensor arguments' layouts (namedtuples with offset, shape and strides in elements;
     `_replace` gives a changed one). Returns pieces (read, out_offset, out_strides):
     the elements of `read` in its own C order are written at out_offset + index .
-    out_strides of the result; a `Zeros(shape)` read writes zeros there (pieces are
-    written in order). None when no strided copy makes the result."""
+    out_strides of the result; a `Fill(shape, value)` read writes the value there (pieces
+    are written in order). None when no strided copy makes the result."""
     if len(sources) != 1:
         return None
     (x,) = sources
@@ -138,6 +139,15 @@ def basic_view(out_shape, key):
     view = stand_in[tuple(key) + (Ellipsis,)]
     offset = view.__array_interface__["data"][0] - stand_in.__array_interface__["data"][0]
     return view.shape, offset, view.strides
+
+
+def broadcast_layout(layout, shape):
+    """A native_copy source laid out to be read at the points of `shape` it broadcasts
+    to (stride 0 along the dims it repeats)."""
+    lead = len(shape) - len(layout.shape)
+    strides = (0,) * lead + tuple(0 if n == 1 and m != 1 else st for n, m, st in zip(
+        layout.shape, shape[lead:], layout.strides))
+    return layout._replace(shape=tuple(shape), strides=strides)
 
 
 def moves_by_forward(cls, out_shape, *args):

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..tensor import zeros
 from ._families import ArrayFunction
-from ._helpers import Zeros, basic_view, c_strides
+from ._helpers import Fill, basic_view, c_strides
 from .indexing import BasicIndex
 
 
@@ -58,7 +58,7 @@ class Assemble(ArrayFunction):
             pieces.append((part, offset, strides))
             covered += int(np.prod(shape, dtype=np.int64))
         if covered < int(np.prod(out_shape, dtype=np.int64)):
-            pieces.insert(0, (Zeros(tuple(out_shape)), 0, c_strides(out_shape)))
+            pieces.insert(0, (Fill(tuple(out_shape)), 0, c_strides(out_shape)))
         return pieces
 
     @staticmethod

@@ -74,6 +74,7 @@ class Mul(BinaryElementwise):
     """z = x * y;  dz/dx = y, dz/dy = x."""
     public_name = "mul"
     saves = ("x", "y")
+    only_for_other = ("x", "y")
     aliases = ("multiply",)
 
     @staticmethod
@@ -95,6 +96,7 @@ class Div(BinaryElementwise):
     not z, so that div_ can use the same rule with x before the write)."""
     public_name = "div"
     saves = ("x", "y")
+    only_for_other = ("x",)  # dz/dx = 1/y reads y alone
     aliases = ("divide", "true_divide")
 
     @staticmethod

@@ -14,8 +14,15 @@ import numpy as np
 
 from ..tensor import AbstractTensor, Tensor, _make, zeros
 from ._families import ArrayFunction, _logical, public
-from ._helpers import (NoDecomposition, Zeros, basic_view, c_strides, moves_by_forward,
-                       shape_of)
+from ._helpers import (
+    Fill,
+    NoDecomposition,
+    basic_view,
+    broadcast_layout,
+    c_strides,
+    moves_by_forward,
+    shape_of,
+)
 from .comparison import Where
 from .shape import batch_first
 from .tensor_index import (
@@ -259,7 +266,7 @@ class IndexScatter(ArrayFunction):
         shape, offset, strides = basic_view(out_shape, params["key"])
         if shape != tuple(g.shape):
             return None
-        return [(Zeros(tuple(out_shape)), 0, c_strides(out_shape)), (g, offset, strides)]
+        return [(Fill(tuple(out_shape)), 0, c_strides(out_shape)), (g, offset, strides)]
 
     @staticmethod
     def decomposition(g, shape, key, basic):
@@ -342,6 +349,23 @@ class IndexPut(ArrayFunction):
     grad_value = sum_to(grad_out[key], value.shape)."""
 
     @staticmethod
+    def native_copy(params, sources, out_shape):
+        """Native code for a key of ints and slices: x copied, then the value into the
+        view of the result the key selects (read broadcast, or a number filled in)."""
+        if params.get("advanced") is not None or params.get("basic") is None:
+            return None
+        shape, offset, strides = basic_view(out_shape, params["basic"])
+        if len(sources) == 2:
+            value = sources[1]
+            if len(value.shape) > len(shape) or \
+                    np.broadcast_shapes(tuple(value.shape), shape) != shape:
+                return None
+            read = broadcast_layout(value, shape)
+        else:
+            read = Fill(shape, float(params["value"]))
+        return [(sources[0], 0, c_strides(out_shape)), (read, offset, strides)]
+
+    @staticmethod
     def forward(x, value, basic, advanced):
         out = x.copy()
         assign(out, value, basic, advanced)
@@ -406,6 +430,7 @@ class SetItem(IndexPut):
     modifies = 0
     public_name = "__setitem__"
     variants = ("method",)
+    traced_out_of_place = IndexPut  # a write nothing else sees (ir/trace.py)
 
     @staticmethod
     def forward(x, value, basic, advanced):

@@ -19,7 +19,7 @@ from .. import _dispatch
 from .._pytree import tree_flatten, tree_unflatten
 from ..autograd.grad_mode import is_grad_enabled
 from ..control._common import Plan, PlanOp, is_float, materialize, spec
-from ..control.body import trace_body
+from ..control.body import NonTensorResult, trace_body
 from ..control.derive import call, graph_of, jvp_parts, split_vjp, vjp_parts, vmap_graph
 from ..ir import rules
 from ..ir.passes.cleanup import has_in_place_ops
@@ -226,34 +226,31 @@ def call_jitted(jitted, args, kwargs):
 
 def _tensor_leaves(jitted, args, kwargs):
     """(the tensor leaves of the dynamic arguments, a function putting tensors back in
-    their places, the signature key)."""
-    leaves, tree = tree_flatten(list(args), is_leaf=_is_array_like)
+    their places, the signature key). Each argument is flattened once."""
     static = set(jitted.static_argnums)
-    owner = _leaf_owners(args)
-    positions = [i for i, leaf in enumerate(leaves)
-                 if _is_array_like(leaf) and owner[i] not in static]
-    tensors = [leaves[i] if isinstance(leaves[i], Tensor) else _make(leaves[i])
-               for i in positions]
+    flat = [tree_flatten(a, is_leaf=_is_array_like) for a in args]
+    owned = [(i, leaf) for i, (leaves, _) in enumerate(flat) for leaf in leaves]
+    leaves = [leaf for _, leaf in owned]
+    positions = [k for k, (i, leaf) in enumerate(owned)
+                 if _is_array_like(leaf) and i not in static]
+    tensors = [leaves[k] if isinstance(leaves[k], Tensor) else _make(leaves[k])
+               for k in positions]
 
     def rebuild(new):
         filled = list(leaves)
-        for i, t in zip(positions, new):
-            filled[i] = t
-        return tree_unflatten(tree, filled)
+        for k, t in zip(positions, new):
+            filled[k] = t
+        out, start = [], 0
+        for arg_leaves, tree in flat:
+            out.append(tree_unflatten(tree, filled[start:start + len(arg_leaves)]))
+            start += len(arg_leaves)
+        return out, kwargs
     chosen = set(positions)
-    key = (tree, tuple(rules.spec_of(t) for t in tensors),
-           tuple((i, type(leaf).__name__, leaf) for i, leaf in enumerate(leaves)
-                 if i not in chosen),  # 2 and 2.0 differ
+    key = (tuple(tree for _, tree in flat), tuple(rules.spec_of(t) for t in tensors),
+           tuple((k, type(leaf).__name__, leaf) for k, leaf in enumerate(leaves)
+                 if k not in chosen),  # 2 and 2.0 differ
            tuple(sorted((k, type(v).__name__, v) for k, v in kwargs.items())))
-    return tensors, (lambda new: (rebuild(new), kwargs)), key
-
-
-def _leaf_owners(args):
-    """For each leaf of tree_flatten(list(args)): the position of its argument."""
-    owners = []
-    for i, a in enumerate(args):
-        owners += [i] * len(tree_flatten(a, is_leaf=_is_array_like)[0])
-    return owners
+    return tensors, rebuild, key
 
 
 def _is_array_like(x):
@@ -269,10 +266,8 @@ def _trace(jitted, tensors, rebuild):
     try:
         body = trace_body(body_fn, [rules.spec_of(t) for t in tensors],
                           f"jitted function {getattr(jitted.fn, '__name__', '')}")
-    except TypeError as error:
-        if "results must be tensors" in str(error):
-            return None  # it returns non-tensors: the plain function keeps them
-        raise
+    except NonTensorResult:
+        return None  # it returns non-tensors: the plain function keeps them
     if not body.graph.outputs or has_in_place_ops(body.graph):
         return None
     name = f"jit({getattr(jitted.fn, '__name__', 'f')})"

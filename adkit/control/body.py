@@ -26,6 +26,11 @@ from ..ir.trace import TracerTensor, TracingInterpreter
 from ..tensor import Tensor, _make
 
 
+class NonTensorResult(TypeError):
+    """A traced body returned something other than tensors, numbers and None (a jitted
+    function called under a transform then runs as Python: codegen/call.py)."""
+
+
 def is_tensor(x):
     return isinstance(x, Tensor)
 
@@ -94,8 +99,8 @@ def trace_body(fn, arg_specs, what):
             elif leaf is None:
                 static[i] = None
             else:
-                raise TypeError(f"the {what} returned a {type(leaf).__name__} among its "
-                                "results; results must be tensors (or None)")
+                raise NonTensorResult(f"the {what} returned a {type(leaf).__name__} "
+                                      "among its results; results must be tensors (or None)")
     _number_inputs(graph, len(tracer.captured))
     return Body(graph, tuple(tracer.captured), out_tree, static)
 

@@ -16,12 +16,12 @@ taskset -c 0 for one core.
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _timing import median_seconds, run_child  # (beside this script)
 
 SIZE = (49, 7776, 31843)
 
@@ -55,12 +55,7 @@ def _time(fn, repeats):
     t0 = time.perf_counter()
     fn()
     first = time.perf_counter() - t0
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return {"ms": statistics.median(samples) * 1e3, "first_s": first}
+    return {"ms": median_seconds(fn, repeats, warmup=0) * 1e3, "first_s": first}
 
 
 def run_adkit(size, repeats):
@@ -103,13 +98,8 @@ def run_torch(size, repeats):
 
 
 def _child(framework, size, repeats):
-    out = subprocess.run([sys.executable, __file__, "--child", framework, "--repeats",
-                          str(repeats), "--size", ",".join(map(str, size))],
-                         capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=os.getcwd(), ADKIT_DISABLE_CACHE="1"))
-    if out.returncode != 0:
-        return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1]}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_child(__file__, ["--child", framework, "--repeats", repeats, "--size",
+                                ",".join(map(str, size))], ADKIT_DISABLE_CACHE="1")
 
 
 def main():

@@ -25,7 +25,6 @@ needs no small-angle branch (ADBench's code has one for theta = 0).
 """
 import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -34,6 +33,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import adkit as ak
+from _timing import median_seconds
 
 N_CAM_PARAMS = 11
 
@@ -109,15 +109,6 @@ def make_data(n, m, p, dtype=np.float64, seed=31337):
             ak.tensor(obs_pt.astype(np.int64)), feats)
 
 
-def _median(fn, repeats=7):
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="1000,10000",
@@ -134,8 +125,9 @@ def main():
             t0 = time.perf_counter()
             jitted(*data)
             compile_s = time.perf_counter() - t0
-            eager = _median(lambda fn=fn, data=data: fn(*data))
-            native = _median(lambda jitted=jitted, data=data: jitted(*data))
+            eager = median_seconds(lambda fn=fn, data=data: fn(*data), 7, warmup=0)
+            native = median_seconds(lambda jitted=jitted, data=data: jitted(*data), 7,
+                                    warmup=0)
             print(f"{p:>7} {name:<26} {eager * 1e3:>10.2f} {native * 1e3:>10.3f} "
                   f"{eager / native:>7.1f}x {compile_s:>10.2f}")
 

@@ -14,26 +14,36 @@ pinned to one core by the caller if wanted (taskset -c 0).
 """
 import argparse
 import json
-import os
-import statistics
-import subprocess
-import sys
-import time
-
 import numpy as np
+from _timing import median_seconds, run_child
 
 LAYERS, WIDTH, BATCH, LR = 4, 64, 1000, 1e-3
 
 
-def _time(fn, repeats, warmup=3):
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples) * 1e3
+def _time(fn, repeats):
+    return median_seconds(fn, repeats, warmup=3) * 1e3
+
+
+def _pytorch_style(params, x, no_grad):
+    """(fwd_bwd(fn): loss = fn(x, params); loss.backward(), train(model): one SGD step
+    of a model closing over params), written as a PyTorch user writes them."""
+    def fwd_bwd(fn):
+        def run():
+            for p in params:
+                p.grad = None
+            fn(x, params).backward()
+        return run
+
+    def train(model):
+        def run():
+            for p in params:
+                p.grad = None
+            model(x).backward()
+            with no_grad():
+                for p in params:
+                    p -= LR * p.grad
+        return run
+    return fwd_bwd, train
 
 
 def _data():
@@ -57,30 +67,15 @@ def run_adkit(repeats):
     params = [ak.tensor(w, requires_grad=True) for w in ws]
     f = lambda x, ws: mlp(x, ws, ak.tanh)  # noqa: E731
     jf = ak.jit(f)
-
-    def fwd_bwd(fn):
-        def run():
-            for p in params:
-                p.grad = None
-            fn(x, params).backward()
-        return run
+    fwd_bwd, train = _pytorch_style(params, x, ak.no_grad)
     plain = [p.detach() for p in params]
     grad_jit = ak.func.grad(jf, argnums=1)
     jit_grad = ak.jit(ak.func.grad(f, argnums=1))
-    model = ak.jit(lambda x: f(x, params))
-
-    def train():
-        for p in params:
-            p.grad = None
-        model(x).backward()
-        with ak.no_grad():
-            for p in params:
-                p -= LR * p.grad
     return {"eager fwd+bwd": _time(fwd_bwd(f), repeats),
             "jit fwd+bwd": _time(fwd_bwd(jf), repeats),
             "grad(jit)": _time(lambda: grad_jit(x, plain), repeats),
             "jit(grad)": _time(lambda: jit_grad(x, plain), repeats),
-            "jit train": _time(train, repeats)}
+            "jit train": _time(train(ak.jit(lambda x: f(x, params))), repeats)}
 
 
 def run_torch(repeats):
@@ -90,26 +85,10 @@ def run_torch(repeats):
     x = torch.tensor(x)
     params = [torch.tensor(w, requires_grad=True) for w in ws]
     f = lambda x, ws: mlp(x, ws, torch.tanh)  # noqa: E731
-    compiled = torch.compile(f)
-
-    def fwd_bwd(fn):
-        def run():
-            for p in params:
-                p.grad = None
-            fn(x, params).backward()
-        return run
-    model = torch.compile(lambda x: f(x, params))
-
-    def train():
-        for p in params:
-            p.grad = None
-        model(x).backward()
-        with torch.no_grad():
-            for p in params:
-                p -= LR * p.grad
+    fwd_bwd, train = _pytorch_style(params, x, torch.no_grad)
     return {"eager fwd+bwd": _time(fwd_bwd(f), repeats),
-            "jit fwd+bwd": _time(fwd_bwd(compiled), repeats),
-            "jit train": _time(train, repeats)}
+            "jit fwd+bwd": _time(fwd_bwd(torch.compile(f)), repeats),
+            "jit train": _time(train(torch.compile(lambda x: f(x, params))), repeats)}
 
 
 def run_jax(repeats):
@@ -133,12 +112,7 @@ def run_jax(repeats):
 
 
 def _child(framework, repeats):
-    out = subprocess.run([sys.executable, __file__, "--child", framework, "--repeats",
-                          str(repeats)], capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=os.getcwd()))
-    if out.returncode != 0:
-        return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1]}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_child(__file__, ["--child", framework, "--repeats", repeats])
 
 
 def main():

@@ -11,13 +11,9 @@ function but asin and acos (within 3%), by 1.1-2.6x in float64 and 3-7.6x in flo
 """
 import argparse
 import json
-import os
-import statistics
-import subprocess
-import sys
-import time
 
 import numpy as np
+from _timing import median_seconds, run_child
 
 DOMAINS = {"exp": (-20, 20), "expm1": (-5, 5), "log": (0.01, 100), "log1p": (-0.9, 100),
            "sin": (-10, 10), "cos": (-10, 10), "tan": (-1.5, 1.5), "tanh": (-5, 5),
@@ -26,13 +22,7 @@ DOMAINS = {"exp": (-20, 20), "expm1": (-5, 5), "log": (0.01, 100), "log1p": (-0.
 
 
 def _median_ms(fn, repeats=15):
-    fn()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples) * 1e3
+    return median_seconds(fn, repeats) * 1e3
 
 
 def _data(name, size, dtype):
@@ -40,7 +30,7 @@ def _data(name, size, dtype):
     return np.random.default_rng(0).uniform(low, high, size).astype(dtype)
 
 
-def run_child(size, dtype):
+def measure(size, dtype):
     import adkit as ak
     out = {}
     for name in DOMAINS:
@@ -57,18 +47,17 @@ def main():
     parser.add_argument("--child", nargs=2, metavar=("SIZE", "DTYPE"))
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(run_child(int(args.child[0]), args.child[1])))
+        print(json.dumps(measure(int(args.child[0]), args.child[1])))
         return
     print("| function | dtype | numpy ms | libmvec ms | polynomial ms | polynomial / libmvec |")
     print("|---|---|---|---|---|---|")
     for dtype in args.dtypes.split(","):
         modes = {}
         for mode in ("libmvec", "polynomial"):
-            env = dict(os.environ, ADKIT_VECTOR_MATH=mode, ADKIT_DISABLE_CACHE="1",
-                       PYTHONPATH=os.getcwd())
-            run = subprocess.run([sys.executable, __file__, "--child", str(args.size), dtype],
-                                 capture_output=True, text=True, env=env, check=True)
-            modes[mode] = json.loads(run.stdout.strip().splitlines()[-1])
+            modes[mode] = run_child(__file__, ["--child", args.size, dtype],
+                                    ADKIT_VECTOR_MATH=mode, ADKIT_DISABLE_CACHE="1")
+            if "error" in modes[mode]:
+                raise SystemExit(f"{mode}: {modes[mode]['error']}")
         for name in DOMAINS:
             x = _data(name, args.size, dtype)
             ufunc = getattr(np, {"asin": "arcsin", "acos": "arccos", "atan": "arctan"}.get(

@@ -1,0 +1,35 @@
+"""What the benchmark scripts share: timing a call (medians) and running one framework
+in a subprocess of its own (jax's and llvmlite's LLVMs must not share a process, and a
+fresh process keeps first-call times honest).
+
+    from _timing import median_seconds, run_child
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def median_seconds(fn, repeats, warmup=1):
+    """The median time of `repeats` calls of fn(), after `warmup` calls."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def run_child(script, args, **env):
+    """The JSON a script's child run prints last: `python script *args` from the working
+    directory, with the extra environment variables; {"error": ...} if it failed."""
+    out = subprocess.run([sys.executable, script, *map(str, args)], capture_output=True,
+                         text=True, check=False,
+                         env=dict(os.environ, PYTHONPATH=os.getcwd(), **env))
+    if out.returncode != 0:
+        return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(out.stdout.strip().splitlines()[-1])

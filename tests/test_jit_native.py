@@ -190,6 +190,12 @@ CONTRACTIONS = [
     ("vector-batched-matrix", (8,), (3, 8, 5), lambda a, b: a @ b + 1.0),
     ("batched-matrix-vector", (3, 5, 8), (8,), lambda a, b: a @ b + 1.0),
     ("vector-strided-matrix", (7,), (9, 14), lambda a, b: a @ b[1:8, ::2].t().t()),
+    # inner dims of several vectors: unrolled trips sharing the row's loads, then
+    # single vectors, then a scalar tail
+    ("unrolled-with-tail", (3, 8), (8, 53), lambda a, b: (a @ b).tanh() * 2.0),
+    ("unrolled-row-sums", (5, 12), (12, 41), lambda a, b: (a @ b).exp().sum(-1)),
+    ("unrolled-select", (4, 6), (6, 70), lambda a, b: ak.where(a @ b > 0, a @ b, -1.0)),
+    ("unrolled-vector-matrix", (16,), (16, 99), lambda a, b: (a @ b).sin()),
 ]
 
 
@@ -203,6 +209,16 @@ def test_short_matmuls_run_inside_kernels(name, sa, sb, f, dtype):
     assert any("matmul[K=" in repr(k) for k in compiled.kernels)
     assert not any(type(c).__name__ == "MatmulCall"
                    for calls in compiled.segment_calls for c in calls)
+
+
+def test_kernels_with_matmul_steps_unroll_their_vector_loop():
+    """A 32-wide vector-matrix product takes its 32 outputs in one trip of four vectors
+    (sharing the vector's loads); elementwise kernels keep one vector per trip."""
+    a, b = rand(32), rand(32, 32, seed=1)
+    (product,) = ak.jit(lambda a, b: (a @ b).tanh()).compile(a, b).kernels
+    (plain,) = ak.jit(lambda a, b: (a * b).tanh()).compile(b, b).kernels
+    assert product.vectors_per_trip(8) == 4 and product.vectors_per_trip(16) == 2
+    assert plain.vectors_per_trip(8) == 1
 
 
 def test_long_sums_of_big_products_call_blas():

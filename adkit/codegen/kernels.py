@@ -47,11 +47,16 @@ class Step(namedtuple("Step", ("op", "args", "params"))):
 
     __slots__ = ()
 
-    def emit(self, emitter, sb, operand, in_bases, i):
-        """The op's own lower(b, *args) hook on its operands' values."""
-        args = rules.join_args(self.op, {p: operand(a) for p, a in enumerate(self.args)
-                                         if a is not None}, self.params)
-        return self.op.lower(sb, *args)
+    def emit(self, emitter, sb, operand, in_bases, points):
+        """The op's own lower(b, *args) hook on its operands' values, at each of the
+        inner indices `points` (operand(ref, c): ref's value at points[c])."""
+        values = []
+        for c in range(len(points)):
+            args = rules.join_args(self.op, {p: operand(a, c) for p, a in
+                                             enumerate(self.args) if a is not None},
+                                   self.params)
+            values.append(self.op.lower(sb, *args))
+        return values
 
     def ns_per_element(self, ns_per_step):
         """Its time in the thread cost model: the op's `native_cost` (a math library
@@ -69,28 +74,34 @@ class Contraction(namedtuple("Contraction", ("a", "b", "k", "a_stride", "b_strid
     __slots__ = ()
     ACCUMULATORS = 4  # independent partial sums: enough to hide an add's latency
 
-    def emit(self, emitter, sb, operand, in_bases, i):
-        """The k products as fused multiply-adds into ACCUMULATORS partial sums (term
-        kk into sum kk % ACCUMULATORS), added pairwise at the end: one chain of k
-        dependent adds would make the product as slow as k add latencies."""
+    def emit(self, emitter, sb, operand, in_bases, points):
+        """The k products at each of the inner indices `points` as fused multiply-adds
+        into partial sums (term kk into sum kk % chains), added pairwise at the end:
+        one chain of k dependent adds would make the product as slow as k add
+        latencies. An operand that does not move along the inner dim (the row of a
+        matrix-vector product) is loaded once for all points: the points of an
+        unrolled trip share its loads, so a 32-wide matrix-vector product reads the
+        vector 32 times, not 128."""
         b, kernel = emitter.b, emitter.kernel
-        sums = []
+        chains = max(2, self.ACCUMULATORS // len(points))
+        sums = [[] for _ in points]
         for kk in range(self.k):
             terms = []
             for ref, stride in ((self.a, self.a_stride), (self.b, self.b_stride)):
                 k = ref.index
                 base = b.add(in_bases[k], ir.Constant(I64, kk * stride))
-                terms.append(_load(b, sb, emitter.in_ptrs[k], base, kernel.strides[k][-1], i))
-            product = b.fmul(*terms, flags=("contract",))
-            j = kk % self.ACCUMULATORS
-            if j == len(sums):
-                sums.append(product)
-            else:
-                sums[j] = b.fadd(sums[j], product, flags=("contract",))
-        while len(sums) > 1:
-            pairs = [b.fadd(x, y) for x, y in zip(sums[::2], sums[1::2])]
-            sums = pairs + sums[len(pairs) * 2:]
-        return sums[0]
+                inner = kernel.strides[k][-1]
+                at = points if inner else points[:1]
+                loads = [_load(b, sb, emitter.in_ptrs[k], base, inner, i) for i in at]
+                terms.append(loads if inner else loads * len(points))
+            for c, (x, y) in enumerate(zip(*terms)):
+                product = b.fmul(x, y, flags=("contract",))
+                j = kk % chains
+                if j == len(sums[c]):
+                    sums[c].append(product)
+                else:
+                    sums[c][j] = b.fadd(sums[c][j], product, flags=("contract",))
+        return [_pairwise(b, partial) for partial in sums]
 
     def ns_per_element(self, ns_per_step):
         """Its time in the thread cost model: k multiplications and k additions."""
@@ -103,7 +114,16 @@ class Contraction(namedtuple("Contraction", ("a", "b", "k", "a_stride", "b_strid
 I8 = ir.IntType(8)
 BOOL = np.dtype(np.bool_)
 
+UNROLL = 4  # at most, vectors per trip of a kernel with a matmul step
 IDENTITY = {"sum": 0.0, "prod": 1.0, "max": -np.inf, "min": np.inf}
+
+
+def _pairwise(b, values):
+    """The sum of `values`, added pairwise (a tree, not a chain)."""
+    while len(values) > 1:
+        pairs = [b.fadd(x, y) for x, y in zip(values[::2], values[1::2])]
+        values = pairs + values[len(pairs) * 2:]
+    return values[0]
 
 
 class Kernel:
@@ -140,6 +160,14 @@ class Kernel:
         outer = self.shape if len(self.shape) == 1 else self.shape[:-1]
         return all(o.combine is None or self.whole(k) or all(o.strides[:len(outer)])
                    for k, o in enumerate(self.outputs))
+
+    def vectors_per_trip(self, lanes):
+        """Vectors of `lanes` per trip of the vector loop: several (UNROLL at most) when
+        a matmul step can share its loads of an operand that does not move along the
+        inner dim between them; else one."""
+        if lanes == 1 or not any(isinstance(step, Contraction) for step in self.steps):
+            return 1
+        return max(1, min(UNROLL, self.shape[-1] // lanes))
 
     def __repr__(self):
         ops = " ".join(str(s) for s in self.steps)
@@ -205,6 +233,7 @@ class _Emitter:
         self.sb1 = ScalarBuilder(b, module, kernel.dtype, 1)
         self.sbv = ScalarBuilder(b, module, kernel.dtype, lanes) if lanes > 1 else None
         self.lanes = lanes
+        self.unroll = kernel.vectors_per_trip(lanes)
         # reduced outputs with inner stride 0 accumulate in registers: (vector, scalar)
         # stack slots, made once in the entry block
         self.acc = {}
@@ -224,10 +253,13 @@ class _Emitter:
                 b.store(ir.Constant(vec.allocated_type, [ident] * self.lanes), vec)
             b.store(ir.Constant(scalar.allocated_type, IDENTITY[combine]), scalar)
         if self.lanes > 1:
-            limit = b.sub(hi, ir.Constant(I64, self.lanes - 1))
-            lo = _for_loop(b, lo, limit, self.lanes, lambda i: self.elements(
-                self.sbv, in_bases, out_bases, i))
-        _for_loop(b, lo, hi, 1, lambda i: self.elements(self.sb1, in_bases, out_bases, i))
+            for width in sorted({self.unroll, 1}, reverse=True):  # whole trips, then vectors
+                span = width * self.lanes
+                limit = b.sub(hi, ir.Constant(I64, span - 1))
+                lo = _for_loop(b, lo, limit, span, lambda i, width=width: self.elements(
+                    self.sbv, in_bases, out_bases, [
+                        b.add(i, ir.Constant(I64, c * self.lanes)) for c in range(width)]))
+        _for_loop(b, lo, hi, 1, lambda i: self.elements(self.sb1, in_bases, out_bases, [i]))
         for k, (vec, scalar) in self.acc.items():  # lanes added up, into memory once
             combine = self.kernel.outputs[k].combine
             total = b.load(scalar, typ=scalar.allocated_type)
@@ -244,24 +276,41 @@ class _Emitter:
                 total = _combine(b, combine, old, total)
             b.store(total, address)
 
-    def elements(self, sb, in_bases, out_bases, i):
-        """Load the inputs at inner index i, run the steps, write the outputs."""
+    def elements(self, sb, in_bases, out_bases, points):
+        """Load the inputs at the inner indices `points` (one, or an unrolled trip's
+        several), run the steps at all of them, then write the outputs: the points'
+        work is independent, and no store comes between their loads."""
         b, kernel = self.b, self.kernel
         loaded = {}
 
-        def operand(ref):
+        def operand(ref, c):
             if type(ref) is Tmp:
-                return values[ref.index]
+                return values[ref.index][c]
             k = ref.index  # an In: loaded once per iteration point
-            if k not in loaded:
-                loaded[k] = _load(b, sb, self.in_ptrs[k], in_bases[k],
-                                  kernel.strides[k][-1], i, kernel.in_dtypes[k] == BOOL)
-            return loaded[k]
+            stride = kernel.strides[k][-1]
+            key = (k, c if stride else 0)  # one load for points it does not move along
+            if key not in loaded:
+                loaded[key] = _load(b, sb, self.in_ptrs[k], in_bases[k], stride,
+                                    points[c], kernel.in_dtypes[k] == BOOL)
+            return loaded[key]
 
-        values = []
-        for step in kernel.steps:
-            values.append(step.emit(self, sb, operand, in_bases, i))
-        for k, out in enumerate(kernel.outputs):
+        # matmul steps first, at all points (they read inputs only: their loads are
+        # shared); then each point's other steps and stores, one point after the
+        # other (interleaving the points' elementwise chains spilled registers)
+        values = [step.emit(self, sb, operand, in_bases, points)
+                  if isinstance(step, Contraction) else [None] * len(points)
+                  for step in kernel.steps]
+        for c, i in enumerate(points):
+            at_point = lambda ref, _, c=c: operand(ref, c)  # noqa: E731 (one point: c)
+            for j, step in enumerate(kernel.steps):
+                if not isinstance(step, Contraction):
+                    values[j][c], = step.emit(self, sb, at_point, in_bases, [i])
+            self._store_outputs(sb, out_bases, i, lambda ref: operand(ref, c))
+
+    def _store_outputs(self, sb, out_bases, i, operand):
+        """Write (or combine) each output's value at inner index i."""
+        b = self.b
+        for k, out in enumerate(self.kernel.outputs):
             value = operand(out.ref)
             if k in self.acc:  # into this width's register accumulator
                 slot = self.acc[k][0 if sb.lanes > 1 else 1]

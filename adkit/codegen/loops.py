@@ -92,7 +92,7 @@ class NativeBody:
 
     def direct_outputs(self):
         """{output j: body buffer} for outputs a native call writes whole into a buffer
-        of its own: the caller points that buffer at the output's destination, so the
+        of its own (or that are a contiguous reshape of one): the caller points that buffer at the output's destination, so the
         body writes the carry or the y slot itself (no copy)."""
         seen, direct = {}, {}
         for j, key in enumerate(self.returned):
@@ -101,7 +101,8 @@ class NativeBody:
             layout = self.layouts[key]
             buf = self.buffers[layout.buffer]
             if isinstance(buf, buffers.ResultBuffer) and len(seen[layout.buffer]) == 1 \
-                    and layout.offset == 0 and tuple(layout.shape) == buf.shape:
+                    and layout.offset == 0 and _is_contiguous(layout) \
+                    and np.prod(layout.shape) == np.prod(buf.shape):  # a reshape too
                 direct[j] = layout.buffer
         return direct
 
@@ -238,9 +239,11 @@ def _copy(b, src, dst, layout):
     elem = _elem(layout.dtype)
     total = int(np.prod(layout.shape, dtype=np.int64))
     if tuple(layout.strides) == contiguous_strides(layout.shape):
-        for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, total), 1, lambda e: b.store(
-            b.load(b.gep(src, [e], source_etype=elem), typ=elem),
-            b.gep(dst, [e], source_etype=elem)))
+        # one memmove: LLVM makes a short one a few vector moves. An element loop
+        # stayed scalar (src and dst may alias), and the next step's vector loads of
+        # what it stored could not be forwarded from its scalar stores.
+        nbytes = ir.Constant(I64, total * np.dtype(layout.dtype).itemsize)
+        b.call(memmove(b.module), [dst, src, nbytes, ir.Constant(ir.IntType(1), 0)])
         return
 
     def move(e):
@@ -252,3 +255,13 @@ def _copy(b, src, dst, layout):
         b.store(b.load(b.gep(src, [offset], source_etype=elem), typ=elem),
                 b.gep(dst, [e], source_etype=elem))
     for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, total), 1, move)
+
+
+def memmove(module):
+    """LLVM's memmove intrinsic (dst, src, bytes, volatile)."""
+    name = "llvm.memmove.p0.p0.i64"
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
+    return ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64,
+                                                                ir.IntType(1)]), name=name)

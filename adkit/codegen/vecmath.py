@@ -223,12 +223,30 @@ def _libm_where(v, name, x, cond, y):
     return phi
 
 
+# tanh(x) = x + x^3 P(x^2) for |x| < 0.55: P's near-minimax (Chebyshev) fit of degree
+# 10 on [0, 0.55^2], made with mpmath at 50 digits (1 ulp in float64 there)
+TANH_SMALL = 0.55
+TANH_P = (-0.3333333333333333, 0.13333333333332714, -0.053968253967434016,
+          0.021869488493666944, -0.008863234397814355, 0.003592110378689024,
+          -0.001455661830100716, 0.0005889360520074057, -0.0002346347410887237,
+          8.511313685577671e-05, -2.060276537636634e-05)
+
+
 def _tanh(v, x):
-    """t / (t + 2) with t = expm1(2 |x|); 1 from |x| > 22 on (where it is, in float64)."""
+    """x + x^3 P(x^2) below |x| = 0.55; above, 1 - 2 / (exp(2 |x|) + 1) with the sign of
+    x (tanh >= 0.5 there, so the subtraction loses at most a bit). exp's argument is
+    capped at 40, where the quotient is below half an ulp of 1: no overflow, and the
+    result rounds to exactly 1. About 40 vector operations and no branch: half of the
+    expm1 route's, and it beats a libmvec call in a loop step (benchmarks/loops.py)."""
+    z = v.mul(x, x)
+    small = v.add(x, v.mul(v.mul(x, z), v.horner(z, TANH_P)))
     a = v.intrinsic("fabs", x)
-    t = _expm1(v, v.mul(a, 2.0))
-    y = v.sel(v.cmp(">", a, 22.0), 1.0, v.div(t, v.add(t, 2.0)))
-    return v.keep_zero(x, v.with_sign_of(x, y))
+    y = v.intrinsic("minimum", v.mul(a, 2.0), 40.0)  # NaN stays NaN
+    k = v.intrinsic("rint", v.mul(y, 1 / math.log(2)))
+    r = v.sub(v.sub(y, v.mul(k, LN2_HI)), v.mul(k, LN2_LO))
+    e = v.mul(v.horner(r, [1.0 / math.factorial(i) for i in range(14)]), v.pow2(v.to_int(k)))
+    big = v.with_sign_of(x, v.sub(1.0, v.div(2.0, v.add(e, 1.0))))
+    return v.keep_zero(x, v.sel(v.cmp("<", a, TANH_SMALL), small, big))
 
 
 def _sinh(v, x):

@@ -1,6 +1,6 @@
 """Loops: ak.scan / ak.fori_loop beside jax.lax.scan / fori_loop, one run, as ratios.
 
-    python benchmarks/loops.py [--quick] [--frameworks adkit,jax]
+    python benchmarks/loops.py [--quick] [--frameworks adkit,jax] [--rounds 3]
 
 Cases (issue 12):
   tanh-N   grad of a loop h = tanh(h @ w) (h: 32 floats, w: 32x32), N steps: compile
@@ -169,12 +169,31 @@ def _child(framework, case, repeats):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _rounds(frameworks, case, repeats, rounds):
+    """Each framework's child run `rounds` times, the frameworks taking turns (this
+    machine's speed drifts over seconds: turns give both the same drift); per framework
+    the median of each number over its rounds, and the per-round ratios of totals."""
+    runs = {f: [] for f in frameworks}
+    for _ in range(rounds):
+        for f in frameworks:
+            runs[f].append(_child(f, case, repeats))
+    merged = {}
+    for f, rs in runs.items():
+        bad = [r for r in rs if "error" in r]
+        merged[f] = bad[0] if bad else {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+    ratios = []
+    if all(f in runs and "error" not in merged[f] for f in ("adkit", "jax")):
+        ratios = [a["total_ms"] / j["total_ms"] for a, j in zip(runs["adkit"], runs["jax"])]
+    return merged, ratios
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--frameworks", default="adkit,jax")
     parser.add_argument("--child", nargs=2)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     if args.child:
         framework, case = args.child
@@ -183,11 +202,13 @@ def main():
         return
     sizes = SIZES[:3] if args.quick else SIZES
     frameworks = args.frameworks.split(",")
+    print(f"medians over {args.rounds} rounds, frameworks taking turns")
     print("| case | " + " | ".join(f"{f} compile s | {f} per step us / total ms"
-                                     for f in frameworks) + " | per-step ratio adkit/jax |")
+                                     for f in frameworks) +
+          " | ratio adkit/jax (median; rounds' range) |")
     print("|---" * (2 * len(frameworks) + 2) + "|")
     for case in [f"tanh-{n}" for n in sizes] + ["lstm"]:
-        res = {f: _child(f, case, args.repeats) for f in frameworks}
+        res, ratios = _rounds(frameworks, case, args.repeats, args.rounds)
         cells = []
         for f in frameworks:
             r = res[f]
@@ -197,8 +218,9 @@ def main():
             cells += [f"{r['compile_s']:.3f}",
                       f"{r.get('per_step_us', float('nan')):.2f} / {r['total_ms']:.2f}"]
         ratio = ""
-        if all("error" not in res.get(f, {"error": 1}) for f in ("adkit", "jax")):
-            ratio = f"{res['adkit']['total_ms'] / res['jax']['total_ms']:.2f}"
+        if ratios:
+            ratio = (f"{res['adkit']['total_ms'] / res['jax']['total_ms']:.2f}; "
+                     f"{min(ratios):.2f}-{max(ratios):.2f}")
         print(f"| {case} | " + " | ".join(cells) + f" | {ratio} |")
     if "adkit" in frameworks:
         print("\n| checkpoint (n=1000) | forward steps | carries stored | peak memory KB "

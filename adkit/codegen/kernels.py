@@ -143,6 +143,9 @@ class Kernel:
         self.outputs = [o._replace(strides=s)
                         for o, s in zip(outputs, strides[len(in_strides):])]
         self.steps = steps
+        # (start, stop) when every call runs the whole outer range on one thread (its
+        # KernelCall says so): the loops are then emitted for that range only
+        self.fixed_range = None
 
     @property
     def outer_size(self):
@@ -215,11 +218,11 @@ def lower_kernel(kernel, module, vector_bytes):
     emit = _Emitter(b, module, kernel, in_ptrs, out_ptrs, lanes)
     if len(kernel.shape) == 1:
         zero = ir.Constant(I64, 0)
-        emit.inner([zero] * n_in, [zero] * n_out, start, stop)
+        lo, hi = kernel.fixed_range or (start, stop)
+        emit.inner([zero] * n_in, [zero] * n_out, lo, hi)
     else:
-        inner = ir.Constant(I64, kernel.shape[-1])
         _for_loop(b, start, stop, 1, lambda o: emit.inner(
-            *_outer_offsets(b, kernel, o), ir.Constant(I64, 0), inner))
+            *_outer_offsets(b, kernel, o), 0, kernel.shape[-1]))
     b.ret_void()
     return fn
 
@@ -244,7 +247,8 @@ class _Emitter:
                                b.alloca(elem))
 
     def inner(self, in_bases, out_bases, lo, hi):
-        """The inner loop over [lo, hi) at the given base offsets."""
+        """The inner loop over [lo, hi) (ints when known when compiling) at the given
+        base offsets."""
         b = self.b
         for k, (vec, scalar) in self.acc.items():
             combine = self.kernel.outputs[k].combine
@@ -254,12 +258,11 @@ class _Emitter:
             b.store(ir.Constant(scalar.allocated_type, IDENTITY[combine]), scalar)
         if self.lanes > 1:
             for width in sorted({self.unroll, 1}, reverse=True):  # whole trips, then vectors
-                span = width * self.lanes
-                limit = b.sub(hi, ir.Constant(I64, span - 1))
-                lo = _for_loop(b, lo, limit, span, lambda i, width=width: self.elements(
-                    self.sbv, in_bases, out_bases, [
-                        b.add(i, ir.Constant(I64, c * self.lanes)) for c in range(width)]))
-        _for_loop(b, lo, hi, 1, lambda i: self.elements(self.sb1, in_bases, out_bases, [i]))
+                lo = _stepping(b, lo, hi, width * self.lanes, lambda i, width=width:
+                               self.elements(self.sbv, in_bases, out_bases, [
+                                   b.add(i, ir.Constant(I64, c * self.lanes))
+                                   for c in range(width)]))
+        _stepping(b, lo, hi, 1, lambda i: self.elements(self.sb1, in_bases, out_bases, [i]))
         for k, (vec, scalar) in self.acc.items():  # lanes added up, into memory once
             combine = self.kernel.outputs[k].combine
             total = b.load(scalar, typ=scalar.allocated_type)
@@ -386,6 +389,21 @@ def splat(b, scalar, lanes):
     vec = b.insert_element(ir.Constant(vec_type, ir.Undefined), scalar, ir.Constant(I32, 0))
     return b.shuffle_vector(vec, ir.Constant(vec_type, ir.Undefined),
                             ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+
+
+def _stepping(b, lo, hi, span, body):
+    """body(i) for i = lo, lo + span, ... while i + span <= hi; returns where it stopped.
+    lo and hi are ints when the range is known when compiling (then a loop that would
+    not run is not emitted, and one that runs once is straight code), else i64 values."""
+    if isinstance(lo, int) and isinstance(hi, int):
+        trips = max(0, (hi - lo) // span)
+        if trips == 1:
+            body(ir.Constant(I64, lo))
+        elif trips > 1:
+            _for_loop(b, ir.Constant(I64, lo), ir.Constant(I64, lo + trips * span), span, body)
+        return lo + trips * span
+    lo, hi = (ir.Constant(I64, v) if isinstance(v, int) else v for v in (lo, hi))
+    return _for_loop(b, lo, b.sub(hi, ir.Constant(I64, span - 1)), span, body)
 
 
 def _for_loop(b, lo, hi, step, body):

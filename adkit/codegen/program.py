@@ -95,6 +95,8 @@ class KernelCall(NativeCall):
         # each worker's [start, stop) of the outer loop
         self.bounds = np.linspace(0, kernel.outer_size, self.workers + 1).astype(
             np.int64).tolist()
+        if self.workers == 1:
+            kernel.fixed_range = tuple(self.bounds)
 
     def emit(self, entry):
         b, module, kernel = entry.b, entry.module, self.kernel

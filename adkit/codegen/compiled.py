@@ -80,7 +80,7 @@ class Compiled:
         """A buffer list with constants in place and new memory for intermediates:
         intermediates whose lifetimes do not overlap share one block (a view of it
         each), so a long graph's footprint is that of its widest point."""
-        blocks = [np.empty(n, np.uint8) for n in self._block_sizes]
+        blocks = [buffers.aligned_empty(n, np.uint8) for n in self._block_sizes]
         return [buf.template(blocks) for buf in self.buffers]
 
     def _template(self):

@@ -35,11 +35,12 @@ def scan_loop(planner, n):
     if body is None:
         return None
     args = [planner.layout((u, out)) for _, u, out in graph.args_of(n)]
-    packed = pack_arguments(planner, args, body.inputs_read())
+    packed = pack_arguments(planner, args, body.inputs_read(), range(plan.n_consts))
     if packed is None:
         return None
     outs = [planner.result(n, i) for i in range(len(data["specs"]))]
-    carries = [planner.scratch(outs[k].shape, outs[k].dtype) for k in range(plan.n_carry)]
+    carries = [[planner.scratch(outs[k].shape, outs[k].dtype) for _ in range(2)]
+               for k in range(plan.n_carry)]
     return [LoopCall(plan, body, args, outs, carries, packed)]
 
 
@@ -136,15 +137,46 @@ def native_body(planner, graph):
     return NativeBody(body, where)
 
 
-def pack_arguments(planner, args, positions):
+ALIGN_COPY_BYTES = 1 << 16  # at most this much is copied to align a loop's constant
+
+
+def pack_arguments(planner, args, positions, every_trip=()):
     """{argument j: scratch Layout} for the read arguments that are not contiguous (a
-    transposed view...): they are copied once, before the loop. None when one has no
-    Layout (numpy makes it in a form native code cannot read)."""
+    transposed view...): they are copied once, before the loop; and for the contiguous
+    ones of `every_trip` (a loop's constants, read at every trip) up to
+    ALIGN_COPY_BYTES: copied when their data is not aligned (see enter_arguments). None
+    when one has no Layout (numpy makes it in a form native code cannot read)."""
     wanted = set(positions.values()) if isinstance(positions, dict) else set(positions)
     if any(args[j] is None for j in wanted):
         return None
     return {j: planner.scratch(args[j].shape, args[j].dtype) for j in wanted
-            if not _is_contiguous(args[j])}
+            if not _is_contiguous(args[j]) or (j in every_trip and _nbytes(args[j])
+                                                <= ALIGN_COPY_BYTES)}
+
+
+def enter_arguments(entry, layouts, packed):
+    """Pointers to the arguments (Layouts, None for unread ones) as the loop reads them:
+    a strided one's contiguous copy, a contiguous packed one's aligned copy when its
+    data is not aligned (the caller's array: malloc aligns to 16 bytes, and a vector
+    load across two cache lines costs two), the argument itself otherwise."""
+    b = entry.b
+    pointers = [entry.pointer(a) if a is not None else None for a in layouts]
+    for j, layout in packed.items():
+        copy = entry.pointer(layout)
+        if not _is_contiguous(layouts[j]):
+            _copy(b, pointers[j], copy, layouts[j])
+            pointers[j] = copy
+            continue
+        offset = b.and_(b.ptrtoint(pointers[j], I64), ir.Constant(I64, buffers.ALIGN - 1))
+        misaligned = b.icmp_unsigned("!=", offset, ir.Constant(I64, 0))
+        with b.if_then(misaligned):
+            _copy(b, pointers[j], copy, layouts[j])
+        pointers[j] = b.select(misaligned, copy, pointers[j])
+    return pointers
+
+
+def _nbytes(layout):
+    return int(np.prod(layout.shape, dtype=np.int64)) * np.dtype(layout.dtype).itemsize
 
 
 def _is_contiguous(layout):
@@ -153,12 +185,13 @@ def _is_contiguous(layout):
 
 class LoopCall(NativeCall):
     """The loop of a Scan: `args` (consts, init carries, xs) and `outs` (final carries,
-    stacked ys, stacked history) are the node's Layouts; `carries` the second carry
-    buffers; `where` maps the body's constants and intermediates to outer buffers."""
+    stacked ys, stacked history) are the node's Layouts; `carries` two scratch buffers
+    per carry, used in turn (aligned, unlike a result's memory: the final carry is
+    copied out); `where` maps the body's constants and intermediates to outer buffers."""
 
     def __init__(self, plan, body, args, outs, carries, packed):
         reads = {a.buffer for a in args if a is not None}
-        writes = {o.buffer for o in outs} | {c.buffer for c in carries} | \
+        writes = {o.buffer for o in outs} | {c.buffer for pair in carries for c in pair} | \
             set(body.where.values()) | {p.buffer for p in packed.values()}
         super().__init__(reads, writes, ())
         self.plan, self.body, self.args, self.outs = plan, body, args, outs
@@ -170,14 +203,12 @@ class LoopCall(NativeCall):
         body_fn = self.body.emit_function(entry)
         b, plan = entry.b, self.plan
         nc, nk, ny = plan.n_consts, plan.n_carry, plan.n_ys
-        args = [entry.pointer(a) if a is not None else None for a in self.args]
-        for j, layout in self.packed.items():  # contiguous copies of strided arguments
-            _copy(b, args[j], entry.pointer(layout), self.args[j])
-            args[j] = entry.pointer(layout)
+        args = enter_arguments(entry, self.args, self.packed)
         outs = [entry.pointer(o) for o in self.outs]
-        spare = [entry.pointer(c) for c in self.carries]
+        spare = [entry.pointer(pair[1]) for pair in self.carries]
+        carry = [entry.pointer(pair[0]) for pair in self.carries]
         n = plan.length
-        first = outs[:nk] if n % 2 == 0 else spare  # so that the last step writes outs
+        first = carry if n % 2 == 0 else spare  # the last step writes `carry`
         for k in range(nk):
             _copy(b, args[nc + k], first[k], self.outs[k])
         table = self.body.table(b, entry.data)
@@ -187,8 +218,8 @@ class LoopCall(NativeCall):
             i = b.sub(ir.Constant(I64, n - 1), j) if plan.reverse else j
             odd = b.trunc(b.and_(b.sub(ir.Constant(I64, n), j), ir.Constant(I64, 1)),
                           ir.IntType(1))  # (n - j) odd: read the spare buffers
-            carry_in = [b.select(odd, s, o) for s, o in zip(spare, outs[:nk])]
-            carry_out = [b.select(odd, o, s) for s, o in zip(spare, outs[:nk])]
+            carry_in = [b.select(odd, s, o) for s, o in zip(spare, carry)]
+            carry_out = [b.select(odd, o, s) for s, o in zip(spare, carry)]
             self._fill_inputs(b, table, args, carry_in, i)
             if plan.history:
                 for k in range(nk):
@@ -205,6 +236,8 @@ class LoopCall(NativeCall):
         for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, whole), k, lambda j: [
             step(b.add(j, ir.Constant(I64, u))) for u in range(k)])
         for_loop(b, ir.Constant(I64, whole), ir.Constant(I64, n), 1, step)
+        for k in range(nk):
+            _copy(b, carry[k], outs[k], self.outs[k]._replace(offset=0))
 
     def _fill_inputs(self, b, table, args, carry_in, i):
         """Each body input buffer's pointer for step i."""

@@ -15,7 +15,7 @@ from ..control import revolve
 from ..control.checkpoint import snapshots
 from . import buffers, program
 from .kernels import I64, PTR, for_loop
-from .loops import _copy, _slice, native_body, pack_arguments
+from .loops import _copy, _slice, enter_arguments, native_body, pack_arguments
 from .program import NativeCall
 
 
@@ -31,7 +31,8 @@ def revolve_loop(planner, n):
     if forward is None or reverse is None:
         return None
     args = [planner.layout((u, out)) for _, u, out in graph.args_of(n)]
-    packed = pack_arguments(planner, args, _arguments_read(plan, forward, reverse))
+    packed = pack_arguments(planner, args, _arguments_read(plan, forward, reverse),
+                            range(plan.n_consts))
     if packed is None:
         return None
     actions = revolve.schedule(plan.length, snapshots(plan.checkpoint, plan.length))
@@ -100,10 +101,7 @@ class RevolveCall(NativeCall):
         b, plan = entry.b, self.plan
         fc, fk, fx, fy = plan.float_positions()
         self.fns = (self.forward.emit_function(entry), self.reverse.emit_function(entry))
-        args = [entry.pointer(a) if a is not None else None for a in self.args]
-        for j, layout in self.packed.items():
-            _copy(b, args[j], entry.pointer(layout), self.args[j])
-            args[j] = entry.pointer(layout)
+        args = enter_arguments(entry, self.args, self.packed)
         nc, nk, nx = plan.n_consts, plan.n_carry, plan.n_xs
         self.consts, self.xs = args[:nc], args[nc + nk:nc + nk + nx]
         self.ct_ys = args[nc + nk + nx + len(fk):]

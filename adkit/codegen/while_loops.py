@@ -8,8 +8,8 @@ Owns: the lowering rule `while_loop(planner, n)` and `WhileCall`. Does not: plan
 from llvmlite import ir
 
 from . import program
-from .kernels import I64, PTR
-from .loops import NativeBody, _copy, native_body, pack_arguments
+from .kernels import PTR
+from .loops import NativeBody, _copy, enter_arguments, native_body, pack_arguments
 from .program import NativeCall
 
 _BOOL = ir.IntType(8)
@@ -29,26 +29,28 @@ def while_loop(planner, n):
     nq, nb = plan.n_cond_consts, plan.n_body_consts
     read = {j for j in cond.inputs_read().values() if j < nq}  # the consts read
     read |= {nq + j for j in body.inputs_read().values() if j < nb}
-    packed = pack_arguments(planner, args, read)
+    packed = pack_arguments(planner, args, read, read)  # consts: read at every trip
     if packed is None or any(a is None for a in args[nq + nb:]):
         return None
     outs = [planner.result(n, k) for k in range(plan.n_carry)]
-    spare = [planner.scratch(o.shape, o.dtype) for o in outs]
-    return [WhileCall(plan, cond, body, args, outs, spare, packed)]
+    carries = [[planner.scratch(o.shape, o.dtype) for _ in range(2)] for o in outs]
+    return [WhileCall(plan, cond, body, args, outs, carries, packed)]
 
 
 class WhileCall(NativeCall):
     """The loop of a While node: `args` (cond consts, body consts, init) and `outs`
-    (the final carries) are the node's Layouts; `spare` the second carry buffers."""
+    (the final carries) are the node's Layouts; `carries` two scratch buffers per
+    carry, used in turn (aligned, unlike a result's memory: the final one is copied
+    out)."""
 
-    def __init__(self, plan, cond, body, args, outs, spare, packed):
+    def __init__(self, plan, cond, body, args, outs, carries, packed):
         reads = {a.buffer for a in args if a is not None}
-        writes = ({o.buffer for o in outs} | {s.buffer for s in spare} |
+        writes = ({o.buffer for o in outs} | {c.buffer for pair in carries for c in pair} |
                   set(cond.where.values()) | set(body.where.values()) |
                   {p.buffer for p in packed.values()})
         super().__init__(reads, writes, ())
         self.plan, self.cond, self.body = plan, cond, body
-        self.args, self.outs, self.spare, self.packed = args, outs, spare, packed
+        self.args, self.outs, self.carries, self.packed = args, outs, carries, packed
         self.kernels = tuple(cond.plan.kernels) + tuple(body.plan.kernels)
         self.may_fail = cond.may_fail or body.may_fail
 
@@ -57,17 +59,13 @@ class WhileCall(NativeCall):
         nq, nb, nk = plan.n_cond_consts, plan.n_body_consts, plan.n_carry
         cond_fn = self.cond.emit_function(entry)
         body_fn = self.body.emit_function(entry)
-        args = [entry.pointer(a) if a is not None else None for a in self.args]
-        for j, layout in self.packed.items():
-            _copy(b, args[j], entry.pointer(layout), self.args[j])
-            args[j] = entry.pointer(layout)
+        args = enter_arguments(entry, self.args, self.packed)
         outs = [entry.pointer(o) for o in self.outs]
-        spare = [entry.pointer(s) for s in self.spare]
         current, other = b.alloca(PTR, size=nk), b.alloca(PTR, size=nk)
-        for k in range(nk):  # the carry starts in the result buffers
-            _copy(b, args[nq + nb + k], outs[k], self.outs[k])
-            b.store(outs[k], program._at(b, current, k, PTR))
-            b.store(spare[k], program._at(b, other, k, PTR))
+        for k, (first, second) in enumerate(self.carries):  # the carry starts in `first`
+            _copy(b, args[nq + nb + k], entry.pointer(first), self.outs[k])
+            b.store(entry.pointer(first), program._at(b, current, k, PTR))
+            b.store(entry.pointer(second), program._at(b, other, k, PTR))
         cond_table, body_table = self.cond.table(b, entry.data), self.body.table(b, entry.data)
         direct = self.body.direct_outputs()
         test, run, done = (b.append_basic_block(name) for name in ("while.test", "while.body",
@@ -91,11 +89,9 @@ class WhileCall(NativeCall):
             b.store(carry[k], program._at(b, other, k, PTR))
         b.branch(test)
         b.position_at_end(done)
-        for k in range(nk):  # an odd trip count leaves the carry in the spare buffer
+        for k in range(nk):
             final = b.load(program._at(b, current, k, PTR), typ=PTR)
-            moved = b.icmp_unsigned("!=", b.ptrtoint(final, I64), b.ptrtoint(outs[k], I64))
-            with b.if_then(moved):
-                _copy(b, final, outs[k], self.outs[k])
+            _copy(b, final, outs[k], self.outs[k])
 
     @staticmethod
     def _fill(b, body: NativeBody, table, pointers):

@@ -7,7 +7,9 @@ Each function runs as one jitted kernel over N values (1e6 by default, in its us
 domain) in a subprocess per mode (ADKIT_VECTOR_MATH=libmvec / polynomial: the choice
 is made when code is generated). It is why kernels call libmvec wherever the host has
 it (codegen/scalar.py): on this machine (AVX-512) libmvec was as fast or faster for every
-function but asin and acos (within 3%), by 1.1-2.6x in float64 and 3-7.6x in float32.
+function but asin and acos (within 3%), by 1.1-2.6x in float64 and 3-7.6x in float32 --
+except float64 tanh since its polynomial was rewritten (1.36 vs 1.91 ms per 1e6), which
+is why float64 tanh is inline by default (scalar.POLYNOMIAL_FIRST).
 """
 import argparse
 import json

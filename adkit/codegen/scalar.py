@@ -13,14 +13,22 @@ from llvmlite import ir
 from . import runtime, vecmath
 
 
-def use_polynomial_math():
-    """Whether vector loops compute exp, log, sin... with vecmath.py's polynomials:
-    ADKIT_VECTOR_MATH=polynomial, or (by default) when the host has no libmvec.
-    ADKIT_VECTOR_MATH=libmvec insists on libmvec where it exists."""
+# float64 functions whose polynomial beats libmvec where both exist (benchmarks/
+# vector_math.py: tanh 1.36 vs 1.91 ms per 1e6; and no call inside a loop step)
+POLYNOMIAL_FIRST = {"tanh"}
+
+
+def use_polynomial_math(name=None, itemsize=8):
+    """Whether vector loops compute `name` (exp, log, sin...) with vecmath.py's
+    polynomials: ADKIT_VECTOR_MATH=polynomial, where the host has no libmvec, and by
+    default for the float64 functions of POLYNOMIAL_FIRST. ADKIT_VECTOR_MATH=libmvec
+    insists on libmvec where it exists."""
     choice = os.environ.get("ADKIT_VECTOR_MATH", "").lower()
     if choice == "polynomial":
         return True
-    return not runtime.mvec_available()
+    if not runtime.mvec_available():
+        return True
+    return choice != "libmvec" and name in POLYNOMIAL_FIRST and itemsize == 8
 
 # name -> LLVM intrinsic (vectorized by LLVM itself)
 _INTRINSICS = {"sqrt": "llvm.sqrt", "fabs": "llvm.fabs", "floor": "llvm.floor",
@@ -110,7 +118,8 @@ class ScalarBuilder:
             suffix = elem if self.lanes == 1 else f"v{self.lanes}{elem}"
             fn = self._declare(f"{_INTRINSICS[name]}.{suffix}", len(args))
             return self.b.call(fn, args)
-        if self.lanes > 1 and name in vecmath.POLYNOMIAL and use_polynomial_math():
+        if self.lanes > 1 and name in vecmath.POLYNOMIAL and \
+                use_polynomial_math(name, self.itemsize):
             return vecmath.emit(self, name, args)
         if self.lanes > 1 and runtime.mvec_available():
             isa, _ = runtime.host_vector_isa()

@@ -179,3 +179,32 @@ def test_compiled_intermediates_are_aligned():
     for buf, array in zip(compiled.buffers, compiled._template()):
         if type(buf).__name__ in ("TempBuffer", "ConstantBuffer") and array is not None:
             assert array.ctypes.data % buffers.ALIGN == 0, buf
+
+
+STACKED_BODIES = {
+    # a y that is the carry a step starts from: the carry lives in that y's stack
+    "y-is-old-carry": lambda h, x: ((h * x).sin(), h),
+    "old-carry-twice": lambda h, x: (h.cos() + x, (h, h * 2.0, h)),
+    "carry-passed-through": lambda h, x: (h, (h, x * h)),
+    "reshaped-old-carry": lambda h, x: ((h + x).tanh(), h.reshape(2, 2)),
+}
+
+
+@pytest.mark.parametrize("name", STACKED_BODIES)
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 6])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_carry_that_is_also_a_y_is_kept_in_its_stack(name, n, reverse):
+    body, xs, h = STACKED_BODIES[name], t(n, 4), t(4)
+    f = lambda h, xs: ak.scan(body, h, xs, reverse=reverse)  # noqa: E731
+    jf = ak.jit(f)
+    got, want = jf(h, xs), f(h, xs)
+    close(got[0], want[0])
+    for a, b in zip(got[1] if isinstance(got[1], tuple) else (got[1],),
+                    want[1] if isinstance(want[1], tuple) else (want[1],)):
+        close(a, b)
+    assert native(jf, h, xs)
+    loss = lambda h, xs: (f(h, xs)[0] ** 2).sum() + sum(  # noqa: E731
+        (y * y).sum() for y in (f(h, xs)[1] if isinstance(f(h, xs)[1], tuple)
+                                else (f(h, xs)[1],)))
+    grad = ak.func.grad(loss, argnums=(0, 1))
+    close(ak.jit(grad)(h, xs), grad(h, xs), 1e-10)

@@ -93,8 +93,8 @@ class NativeBody:
 
     def direct_outputs(self):
         """{output j: body buffer} for outputs a native call writes whole into a buffer
-        of its own (or that are a contiguous reshape of one): the caller points that buffer at the output's destination, so the
-        body writes the carry or the y slot itself (no copy)."""
+        of its own (or a contiguous reshape of one): the caller points that buffer at
+        the output's destination, so the body writes the carry or the y slot itself."""
         seen, direct = {}, {}
         for j, key in enumerate(self.returned):
             seen.setdefault(self.layouts[key].buffer, []).append(j)
@@ -106,6 +106,17 @@ class NativeBody:
                     and np.prod(layout.shape) == np.prod(buf.shape):  # a reshape too
                 direct[j] = layout.buffer
         return direct
+
+    def returned_inputs(self):
+        """{output j: input position} for outputs that are a body input itself, whole."""
+        found = {}
+        for j, key in enumerate(self.returned):
+            layout = self.layouts[key]
+            buf = self.buffers[layout.buffer]
+            if isinstance(buf, buffers.InputBuffer) and layout.offset == 0 and \
+                    _is_contiguous(layout) and np.prod(layout.shape) == np.prod(buf.shape):
+                found[j] = buf.position
+        return found
 
     def store_outputs(self, b, table, destinations, direct):
         """Copy each output the body did not write in place to its destination."""
@@ -209,10 +220,14 @@ class LoopCall(NativeCall):
         carry = [entry.pointer(pair[0]) for pair in self.carries]
         n = plan.length
         first = carry if n % 2 == 0 else spare  # the last step writes `carry`
+        stacked = self._carries_in_ys()
+        start = ir.Constant(I64, n - 1 if plan.reverse else 0)
         for k in range(nk):
-            _copy(b, args[nc + k], first[k], self.outs[k])
+            _copy(b, args[nc + k], self._slot(b, outs, stacked[k], start) if k in stacked
+                  else first[k], self.outs[k])
         table = self.body.table(b, entry.data)
         direct = self.body.direct_outputs()
+        in_place = {**direct, **{j: None for j in stacked.values()}}
 
         def step(j):
             i = b.sub(ir.Constant(I64, n - 1), j) if plan.reverse else j
@@ -220,6 +235,12 @@ class LoopCall(NativeCall):
                           ir.IntType(1))  # (n - j) odd: read the spare buffers
             carry_in = [b.select(odd, s, o) for s, o in zip(spare, carry)]
             carry_out = [b.select(odd, o, s) for s, o in zip(spare, carry)]
+            last = b.icmp_signed("==", j, ir.Constant(I64, n - 1))
+            following = b.sub(i, ir.Constant(I64, 1)) if plan.reverse else \
+                b.add(i, ir.Constant(I64, 1))
+            for k, y in stacked.items():  # the carry lives in the stack of its ys
+                carry_in[k] = self._slot(b, outs, y, i)
+                carry_out[k] = b.select(last, carry[k], self._slot(b, outs, y, following))
             self._fill_inputs(b, table, args, carry_in, i)
             if plan.history:
                 for k in range(nk):
@@ -229,7 +250,7 @@ class LoopCall(NativeCall):
             for j, buf in direct.items():
                 b.store(destinations[j], program._at(b, table, buf, PTR))
             self.body.call(entry, body_fn, table)
-            self.body.store_outputs(b, table, destinations, direct)
+            self.body.store_outputs(b, table, destinations, in_place)
         # unroll=k: k steps' code per trip of the native loop, the rest one by one
         k = max(1, min(int(plan.unroll), n or 1))
         whole = n - n % k
@@ -238,6 +259,23 @@ class LoopCall(NativeCall):
         for_loop(b, ir.Constant(I64, whole), ir.Constant(I64, n), 1, step)
         for k in range(nk):
             _copy(b, carry[k], outs[k], self.outs[k]._replace(offset=0))
+
+    def _carries_in_ys(self):
+        """{carry k: output j} for a y that is the carry the step starts from (h_t-1
+        stacked for a reverse pass): that carry is read from and written into its ys'
+        stack, slot i then the next one (the last step writes the carry buffer), so no
+        step copies it. The body writes its new carry straight into the next slot."""
+        nc, nk = self.plan.n_consts, self.plan.n_carry
+        if self.plan.length == 0:
+            return {}
+        stacked = {}
+        for j, position in self.body.returned_inputs().items():
+            if j >= nk and nc <= position < nc + nk:
+                stacked.setdefault(position - nc, j)
+        return stacked
+
+    def _slot(self, b, outs, j, i):
+        return _slice(b, outs[j], self.outs[j], i)
 
     def _fill_inputs(self, b, table, args, carry_in, i):
         """Each body input buffer's pointer for step i."""

@@ -21,8 +21,8 @@ from llvmlite import ir
 from ..ir import printing, rules
 from ..ops._indexed import Indexed
 from . import buffers
-from .kernels import I32, I64, PTR, for_loop
-from .loops import _copy
+from .kernels import I32, I64, for_loop
+from .loops import _copy, memory_intrinsic
 from .program import NativeCall, _elem
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -145,7 +145,7 @@ class IndexedCall(NativeCall):
         run = self._run()
         if run:  # rows copied whole: a memcpy each (the loop's loads could alias stores)
             shape, terms = access.shape[:-1], self._terms(entry)[:-1]
-            memcpy = _memcpy(entry.module)
+            memcpy = memory_intrinsic(entry.module, "memcpy")
             nbytes = ir.Constant(I64, run * np.dtype(self.out.dtype).itemsize)
 
             def point(p, offset):
@@ -243,16 +243,6 @@ def _operand_offset(b, p, at, layout):
         if j is not None and layout.shape[k] != 1 and layout.strides[k]:
             offset = b.add(offset, b.mul(p[j], ir.Constant(I64, layout.strides[k])))
     return offset
-
-
-def _memcpy(module):
-    """LLVM's memcpy intrinsic (dst, src, bytes, volatile): inlined for short rows."""
-    name = "llvm.memcpy.p0.p0.i64"
-    existing = module.globals.get(name)
-    if existing is not None:
-        return existing
-    return ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64,
-                                                                ir.IntType(1)]), name=name)
 
 
 def _times(b, value, stride):

@@ -314,7 +314,8 @@ def _copy(b, src, dst, layout):
         # stayed scalar (src and dst may alias), and the next step's vector loads of
         # what it stored could not be forwarded from its scalar stores.
         nbytes = ir.Constant(I64, total * np.dtype(layout.dtype).itemsize)
-        b.call(memmove(b.module), [dst, src, nbytes, ir.Constant(ir.IntType(1), 0)])
+        b.call(memory_intrinsic(b.module, "memmove"),
+               [dst, src, nbytes, ir.Constant(ir.IntType(1), 0)])
         return
 
     def move(e):
@@ -328,11 +329,11 @@ def _copy(b, src, dst, layout):
     for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, total), 1, move)
 
 
-def memmove(module):
-    """LLVM's memmove intrinsic (dst, src, bytes, volatile)."""
-    name = "llvm.memmove.p0.p0.i64"
-    existing = module.globals.get(name)
+def memory_intrinsic(module, name):
+    """LLVM's memcpy or memmove intrinsic (dst, src, bytes, volatile) in `module`."""
+    full = f"llvm.{name}.p0.p0.i64"
+    existing = module.globals.get(full)
     if existing is not None:
         return existing
     return ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64,
-                                                                ir.IntType(1)]), name=name)
+                                                                ir.IntType(1)]), name=full)

@@ -1,6 +1,6 @@
 """ADBench bundle adjustment: the Jacobian under ak.jit beside jax.jit and PyTorch, one run.
 
-    python benchmarks/ba.py [--repeats N] [--size 49,7776,31843] [--frameworks ...]
+    python benchmarks/ba.py [--repeats N] [--size 49,7776,31843] [--frameworks ...] [--rounds 3]
 
 The problem is ADBench's (benchmarks/ba_jit.py defines it for adkit alone, eager against
 jit, with its data generator, which this script reuses). Its Jacobian is block sparse:
@@ -16,6 +16,7 @@ taskset -c 0 for one core.
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -107,6 +108,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--size", default=",".join(map(str, SIZE)))
     parser.add_argument("--frameworks", default="adkit,jax,torch")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--child")
     args = parser.parse_args()
     size = tuple(int(s) for s in args.size.split(","))
@@ -114,17 +116,28 @@ def main():
     if args.child:
         print(json.dumps(runners[args.child](size, args.repeats)))
         return
-    results = {f: _child(f, size, args.repeats) for f in args.frameworks.split(",")}
-    base = results.get("jax", {}).get("ms")
-    print(f"BA Jacobian blocks (vmap of jacrev), n={size[0]} m={size[1]} p={size[2]}")
-    print("| framework | ms | first call s | / jax.jit |")
+    frameworks = args.frameworks.split(",")
+    runs = {f: [] for f in frameworks}
+    for _ in range(args.rounds):  # turns: this machine's speed drifts over seconds
+        for f in frameworks:
+            runs[f].append(_child(f, size, args.repeats))
+    print(f"BA Jacobian blocks (vmap of jacrev), n={size[0]} m={size[1]} p={size[2]}; "
+          f"medians over {args.rounds} rounds, frameworks taking turns")
+    print("| framework | ms | first call s | / jax.jit (median; rounds' range) |")
     print("|---|---|---|---|")
-    for framework, res in results.items():
-        if "error" in res:
-            print(f"| {framework} | error: {res['error'][:70]} | | |")
+    jax_ok = "jax" in runs and not any("error" in r for r in runs["jax"])
+    for framework, rs in runs.items():
+        bad = [r for r in rs if "error" in r]
+        if bad:
+            print(f"| {framework} | error: {bad[0]['error'][:70]} | | |")
             continue
-        ratio = f"{res['ms'] / base:.2f}" if base else ""
-        print(f"| {framework} | {res['ms']:.2f} | {res['first_s']:.2f} | {ratio} |")
+        ms, first = (statistics.median(r[k] for r in rs) for k in ("ms", "first_s"))
+        ratio = ""
+        if jax_ok:
+            per_round = [r["ms"] / j["ms"] for r, j in zip(rs, runs["jax"])]
+            base = statistics.median(j["ms"] for j in runs["jax"])
+            ratio = f"{ms / base:.2f}; {min(per_round):.2f}-{max(per_round):.2f}"
+        print(f"| {framework} | {ms:.2f} | {first:.2f} | {ratio} |")
 
 
 if __name__ == "__main__":

@@ -57,6 +57,16 @@ def broadcast_strides(layout, shape):
         layout.shape, shape[lead:], layout.strides))
 
 
+def unit_strides(strides, shape, new_shape):
+    """Element strides for `new_shape`, which has the dims of `shape` but for unit ones,
+    addressing the same elements as `strides` does for `shape` (0 along unit dims);
+    None when the two shapes differ in more than unit dims."""
+    if [d for d in shape if d != 1] != [d for d in new_shape if d != 1]:
+        return None
+    kept = iter(s for s, d in zip(strides, shape) if d != 1)
+    return tuple(0 if d == 1 else next(kept) for d in new_shape)
+
+
 def element_offsets(layout):
     """Each element's offset in its buffer, in row-major (logical) order."""
     offsets = np.full(layout.shape, layout.offset, np.int64)

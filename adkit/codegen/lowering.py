@@ -35,8 +35,10 @@ def fused_kernel(planner, n):
     if graph.nx.nodes[n]["op"] is not passes.FusedKernel:
         return None
     ins = [planner.layout((u, out)) for _, u, out in graph.args_of(n)]
-    kernel, scales, ins = kernel_for(graph, n, planner.kernel_name(), ins)
-    outs = [planner.result(n, i) for i in range(len(graph.specs_of(n)))]
+    wanted = [planner.destination(n, i) for i in range(len(graph.specs_of(n)))]
+    kernel, scales, ins, placed = kernel_for(graph, n, planner.kernel_name(), ins, wanted)
+    outs = [planner.place(n, i, wanted[i]) if i in placed else planner.result(n, i)
+            for i in range(len(wanted))]
     return [planner.kernel_call(kernel, ins, outs, scales)]
 
 
@@ -140,6 +142,9 @@ def copy_loops(planner, n):
     out = planner.result(n, 0)
     calls = []
     for read, offset, strides in pieces:
+        if read == out._replace(offset=out.offset + offset, shape=tuple(read.shape),
+                                strides=tuple(strides)):
+            continue  # its maker wrote it in place (Planner.destination)
         if isinstance(read, Fill):  # one value read at every point
             value = planner.constant(np.full(1, read.value, spec.dtype.np))
             read = Layout(value, 0, read.shape, (0,) * len(read.shape), spec.dtype.np)
@@ -204,13 +209,14 @@ RULES = (fused_kernel, gemm, copy_loops, moves, scan_loop, while_loop,  # in ord
          revolve_loop, switch_call, indexed)
 
 
-def kernel_for(graph, n, name, in_layouts):
+def kernel_for(graph, n, name, in_layouts, out_layouts=()):
     """The Kernel of FusedKernel node n reading `in_layouts`: the sub-graph's
     elementwise ops as steps, its reductions as combining outputs (their class's
     `native_reduction`), its matmuls as Contractions (each operand once more as an
     input, with strides that place a row or a column at each iteration point); and
-    {output: scale} for means (`averages`), and the layouts of the kernel's inputs
-    (in_layouts, then the matmul operands')."""
+    {output: scale} for means (`averages`), the layouts of the kernel's inputs
+    (in_layouts, then the matmul operands'), and the outputs written where
+    `out_layouts` (a Layout or None per output) says instead of contiguously."""
     sub = graph.nx.nodes[n]["params"]["graph"]
     index = {i: k for k, i in enumerate(sub.inputs)}
     steps, position, reduced, alias = [], {}, {}, {}
@@ -237,7 +243,7 @@ def kernel_for(graph, n, name, in_layouts):
             continue
         position[m] = len(steps)
         steps.append(_step(sub, m, ref, layouts, strides, in_layouts, index, shape))
-    outputs, scales = _outputs(sub, reduced, shape, ref)
+    outputs, scales, placed = _outputs(sub, reduced, shape, ref, out_layouts)
     for k in range(len(in_layouts)):  # read only by matmuls: no strides to honour
         if k not in read_in_place:
             strides[k] = (0,) * len(shape)
@@ -246,7 +252,7 @@ def kernel_for(graph, n, name, in_layouts):
     dtype, = floats  # fuse groups ops of one float dtype (and bools)
     kernel = kernels.Kernel(name, dtype, shape, strides, steps, outputs,
                             [layout.dtype for layout in layouts])
-    return kernel, scales, layouts
+    return kernel, scales, layouts, placed
 
 
 def _iteration_space(sub, members, views, in_layouts):
@@ -293,28 +299,44 @@ def _step(sub, m, ref, layouts, strides, in_layouts, index, shape):
     return kernels.Step(md["op"], args, md["params"])
 
 
-def _outputs(sub, reduced, shape, ref):
-    """The kernel's Outputs for the sub-graph's outputs, and {output: scale} for means.
-    A reduction node m over dims reduced[m] is an output with stride 0 along them,
-    combined by its op's native_reduction; a mean (its op `averages`) scales the sums
-    by 1/count afterwards."""
-    outputs, scales = [], {}
+def _outputs(sub, reduced, shape, ref, out_layouts):
+    """The kernel's Outputs for the sub-graph's outputs, {output: scale} for means and
+    the outputs written where their `out_layouts` entry says (the others, and means,
+    are written contiguously). A reduction node m over dims reduced[m] is an output
+    with stride 0 along them, combined by its op's native_reduction; a mean (its op
+    `averages`) scales the sums by 1/count afterwards."""
+    outputs, scales, placed = [], {}, set()
     for k, o in enumerate(sub.outputs):
         m = sub.args_of(o)[0][1]
+        where = out_layouts[k] if k < len(out_layouts) else None
         if m not in reduced:
             dtype = sub.specs_of(m)[0].dtype.np
-            outputs.append(kernels.Output(ref(m), contiguous_strides(shape), None,
+            strides = _placed_strides(where, shape) or contiguous_strides(shape)
+            placed.update([k] if _placed_strides(where, shape) else [])
+            outputs.append(kernels.Output(ref(m), strides, None,
                                           dtype if dtype == np.bool_ else None))
             continue
         dims, op = reduced[m], sub.nx.nodes[m]["op"]
-        kept = iter(contiguous_strides([n for d, n in enumerate(shape) if d not in dims]))
+        kept_shape = [n for d, n in enumerate(shape) if d not in dims]
+        averages = getattr(op, "averages", False)
+        kept_strides = None if averages else _placed_strides(where, kept_shape)
+        placed.update([k] if kept_strides else [])
+        kept = iter(kept_strides or contiguous_strides(kept_shape))
         out_strides = tuple(0 if d in dims else next(kept) for d in range(len(shape)))
         outputs.append(kernels.Output(ref(sub.args_of(m)[0][1]), out_strides,
                                       op.native_reduction))
-        if getattr(op, "averages", False):
+        if averages:
             with np.errstate(divide="ignore"):
                 scales[k] = float(np.float64(1.0) / np.prod([shape[d] for d in dims]))
-    return outputs, scales
+    return outputs, scales, placed
+
+
+def _placed_strides(where, shape):
+    """Strides over `shape` that write the output at Layout `where` (a destination the
+    planner offers), or None (no destination, or one of other dims)."""
+    if where is None:
+        return None
+    return buffers.unit_strides(where.strides, where.shape, shape)
 
 
 def _operand(layouts, strides, layout, shape, which, other_is_vector):

@@ -6,10 +6,13 @@ Does not: say how a node is lowered (lowering.py), define the steps (steps.py) o
 buffers (buffers.py), emit IR (program.py, kernels.py) or run the plan (jit.py).
 """
 import os
+from collections import Counter
 
 import numpy as np
 
+from ..ir import passes
 from ..ir.passes.cleanup import has_in_place_ops
+from ..ir.passes.fuse import unit_view
 from ..tensor import _make
 from . import buffers, lowering, program
 from .steps import BufferValues, NumpyStep, SegmentStep
@@ -63,6 +66,10 @@ class Planner:
         # with in-place ops, every node runs with numpy in program order: a write
         # through a view reaches other values only by sharing numpy's memory
         self.in_place = has_in_place_ops(graph)
+        # values a fused kernel may write straight into the result that places them
+        self.part_of = {} if self.in_place else _parts_in_place(
+            graph, set(self.returned) | self.returned_bases)
+        self.reserved = set()  # results made before their node is lowered
         ops = []
         for n in graph.topo_order():
             kind = graph.nx.nodes[n]["kind"]
@@ -171,11 +178,33 @@ class Planner:
         spec = self.graph.specs_of(n)[i]
         # a value the graph returns, or views of (a vmapped result's final permute),
         # has fresh memory: it is handed out without a copy
+        if (n, i) in self.reserved:
+            return self.layouts[(n, i)]
         returned = (n, i) in self.returned or (n, i) in self.returned_bases
         kind = buffers.ResultBuffer if returned else buffers.TempBuffer
         buf = self._buffer(kind, spec.shape, spec.dtype.np)
         self.layouts[(n, i)] = buffers.contiguous(buf.index, spec.shape, spec.dtype.np)
         return self.layouts[(n, i)]
+
+    def destination(self, n, i):
+        """Where the native call making value (n, i) may write it: its Layout inside
+        the result of the node that places it whole (`native_parts_in_place`: the
+        parts of an Assemble, cat, stack), which then copies nothing for it; None when
+        it has no such place."""
+        part = self.part_of.get((n, i))
+        if part is None:
+            return None
+        node, offset, strides = part
+        whole = self.result(node, 0)
+        self.reserved.add((node, 0))
+        spec = self.graph.specs_of(n)[i]
+        return buffers.Layout(whole.buffer, whole.offset + offset, tuple(spec.shape),
+                              strides, spec.dtype.np)
+
+    def place(self, n, i, layout):
+        """Value (n, i) lives at `layout` (a destination); its Layout."""
+        self.layouts[(n, i)] = layout
+        return layout
 
     def scratch(self, shape, dtype):
         """A new contiguous intermediate buffer that no node owns (a native loop's second
@@ -314,6 +343,40 @@ def _native_dtype(spec):
     """Whether native code can hold values of spec's dtype (kernels read and write
     bools; everything else it does is float32/float64)."""
     return spec.dtype.np in lowering.FLOATS or spec.dtype.np == np.bool_
+
+
+def _parts_in_place(graph, keep):
+    """{(u, out): (node, offset, strides)}: value (u, out), made by a fused kernel, read
+    by nothing but `node` and not in `keep`, lands whole at element `offset` with
+    `strides` of node's result: node's class says its native copy places its inputs
+    (`native_parts_in_place`), and that copy will run (one float dtype, one piece per
+    input, no fill: the pieces cover the result)."""
+    uses = Counter((u, out) for v in graph.nx.nodes for _, u, out in graph.args_of(v))
+    found = {}
+    for a in graph.op_nodes:
+        data = graph.nx.nodes[a]
+        if not getattr(data["op"], "native_parts_in_place", False) or len(data["specs"]) != 1:
+            continue
+        spec, args = data["specs"][0], graph.args_of(a)
+        specs = [graph.specs_of(u)[out] for _, u, out in args]
+        if spec.dtype.np not in lowering.FLOATS or any(x.dtype != spec.dtype for x in specs):
+            continue
+        stand_ins = [buffers.contiguous(None, x.shape, x.dtype.np) for x in specs]
+        pieces = data["op"].native_copy(data["params"], stand_ins, tuple(spec.shape))
+        if not pieces or len(pieces) != len(args) or any(
+                read is not x for (read, _, _), x in zip(pieces, stand_ins)):
+            continue
+        for (_, u, out), (_, offset, strides) in zip(args, pieces):
+            strides = tuple(int(x) for x in strides)
+            if uses[(u, out)] == 1 and unit_view(graph, u):  # h[:, None]: its input lands
+                (_, v, v_out), = graph.args_of(u)
+                strides = buffers.unit_strides(strides, graph.specs_of(u)[0].shape,
+                                               graph.specs_of(v)[v_out].shape)
+                u, out = v, v_out
+            if graph.nx.nodes[u].get("op") is passes.FusedKernel and \
+                    uses[(u, out)] == 1 and (u, out) not in keep:
+                found[(u, out)] = (a, int(offset), strides)
+    return found
 
 
 def _bases_of_views(graph, returned):

@@ -106,8 +106,7 @@ class KernelCall(NativeCall):
         outs = [entry.pointer(layout) for layout in self.outputs]
         for k, o in enumerate(kernel.outputs):  # reductions start from their identity
             if o.combine:
-                _fill(b, outs[k], elem, int(np.prod(self.outputs[k].shape)),
-                      kernels.IDENTITY[o.combine])
+                _fill_layout(b, outs[k], self.outputs[k], kernels.IDENTITY[o.combine])
         if self.workers == 1:
             b.call(fn, [ir.Constant(I64, self.bounds[0]), ir.Constant(I64, self.bounds[1]),
                         *ins, *outs])
@@ -319,6 +318,25 @@ def _pointer(b, data, layout):
 def _fill(b, ptr, elem, n, value):
     for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, n), 1, lambda i: b.store(
         ir.Constant(elem, value), b.gep(ptr, [i], source_etype=elem)))
+
+
+def _fill_layout(b, ptr, layout, value):
+    """`value` at every element of `layout` from ptr (its first element): a strided one
+    too (a reduction written in place into a part of a larger result)."""
+    elem, shape = _elem(layout.dtype), tuple(layout.shape)
+    if tuple(layout.strides) == contiguous_strides(shape):
+        _fill(b, ptr, elem, int(np.prod(shape, dtype=np.int64)), value)
+        return
+
+    def at(e):
+        offset, rest = ir.Constant(I64, 0), e
+        for size, stride in reversed(list(zip(shape, layout.strides))):
+            offset = b.add(offset, b.mul(b.urem(rest, ir.Constant(I64, size)),
+                                         ir.Constant(I64, stride)))
+            rest = b.udiv(rest, ir.Constant(I64, size))
+        b.store(ir.Constant(elem, value), b.gep(ptr, [offset], source_etype=elem))
+    for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, int(np.prod(shape, dtype=np.int64))),
+             1, at)
 
 
 def _declare(module, name, ret, args):

@@ -30,7 +30,9 @@ class ArrayFunction(Function):
     combines), `native_contraction` (a matmul a kernel computes inline),
     `native_broadcast` (a kernel reads its input in its place), `native_gemm` (BLAS),
     `native_view` (its results are views: strides into its input), `native_copy` (a
-    strided copy loop), `native_moves` (index tables), `native_index` (a gather or
+    strided copy loop; with `native_parts_in_place`, its pieces depend on shapes alone
+    and each input lands whole, so the kernel making an input may write it in place),
+    `native_moves` (index tables), `native_index` (a gather or
     scatter at index tensors, bounds checked: see _indexed.py) and `native_cost` (ns
     per element, for the thread cost model); an in-place op's `traced_out_of_place`
     names the op tracing records when nobody else sees its write. Each is documented

@@ -38,6 +38,7 @@ class Assemble(ArrayFunction):
     """y = zeros(shape) with y[keys[i]] = parts[i], the keys basic and disjoint;
     grad_parts[i] = grad_out[keys[i]]."""
     variants = ()
+    native_parts_in_place = True  # see _families.ArrayFunction
 
     @staticmethod
     def forward(shape, keys, *parts):

@@ -71,6 +71,7 @@ class Cat(ArrayFunction):
     aliases = ("concatenate", "concat")
     # native code: strided copies (native_copy), else index tables when those cannot
     native_moves = classmethod(moves_by_forward)
+    native_parts_in_place = True  # see _families.ArrayFunction
 
     @staticmethod
     def native_copy(params, sources, out_shape):
@@ -151,6 +152,7 @@ class Stack(ArrayFunction):
     """y = the equal-shaped tensors stacked along a new dim;
     grad of input i = grad_out[..., i, ...] (index i at dim)."""
     public_name = "stack"
+    native_parts_in_place = True  # see _families.ArrayFunction
     variants = ("function",)
 
     @staticmethod

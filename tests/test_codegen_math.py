@@ -1,13 +1,16 @@
 """Accuracy of the native math in fused kernels, in ulp, against numpy.
 
 `ak.jit(lambda x: x.exp())(x)` runs a fused kernel: a vector loop calling glibc's
-libmvec (`_ZGV<isa>N<lanes>v_exp`...) and a scalar tail calling libm (`exp`, `expf`).
-Both paths are measured:
+libmvec (`_ZGV<isa>N<lanes>v_exp`...), a masked partial vector ending a row whose
+length is known when compiling, and scalar code calling libm (`exp`, `expf`) where
+vectors cannot run. All paths are measured:
 
 - "vector": a 1-D contiguous input; all but the last < lanes elements use libmvec;
-- "tail": the input reshaped to [m, lanes - 1] and multiplied by a [m, 1] tensor of ones
-  (exact), so the iteration space cannot collapse and the inner loop, shorter than one
-  vector, runs entirely in the scalar tail (libm).
+- "partial": the input reshaped to [m, lanes - 1] and multiplied by a [m, 1] tensor of
+  ones (exact), so the iteration space cannot collapse and each row, shorter than one
+  vector, is one masked vector (libmvec at a narrower width where it fits);
+- "tail": the same rows read with an inner stride of 2 (every other element of a
+  [m, 2 (lanes - 1)] input), which no vector load reads: scalar code, libm.
 
 References: numpy (float64 for both dtypes: for float32 the float64 result is the
 correctly-rounded reference up to ~2^-29 ulp); erf: math.erf per element. The error of
@@ -82,7 +85,7 @@ def _keep_compiled_code_alive(monkeypatch):
 
 MAX_ULP = {np.dtype(np.float32): 4.0, np.dtype(np.float64): 4.0}
 DTYPES = (np.float32, np.float64)
-PATHS = ("vector", "tail", "polynomial")
+PATHS = ("vector", "partial", "tail", "polynomial")
 
 UNARY = ("exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sinh", "cosh",
          "asin", "acos", "atan", "erf", "sqrt")
@@ -141,12 +144,19 @@ def run_native(name, arrays, path):
         return jitted(*tensors).numpy()
     width = _lanes(dtype) - 1
     rows = -(-n // width)
-    padded = [ak.tensor(np.concatenate([a, np.full(rows * width - n, a[0], dtype)])
-                        .reshape(rows, width)) for a in arrays]
+    padded = [np.concatenate([a, np.full(rows * width - n, a[0], dtype)]).reshape(rows, width)
+              for a in arrays]
     ones = ak.tensor(np.ones((rows, 1), dtype))
-    jitted = ak.jit(lambda *xs: op(*xs[:-1]) * xs[-1])
+    if path == "partial":
+        jitted = ak.jit(lambda *xs: op(*xs[:-1]) * xs[-1])
+    else:  # every other element: inner stride 2
+        padded = [np.repeat(a, 2, axis=1) for a in padded]
+        jitted = ak.jit(lambda *xs: op(*(x[:, ::2] for x in xs[:-1])) * xs[-1])
+    padded = [ak.tensor(a) for a in padded]
     kernel, = jitted.compile(*padded, ones).kernels
     assert kernel.shape == (rows, width), kernel.shape  # inner loop shorter than a vector
+    if path == "tail" and not jitted.compile(*padded, ones).module.from_cache:
+        assert "_ZGV" not in jitted.compile(*padded, ones).llvm_ir  # scalar code: libm
     return jitted(*padded, ones).numpy().reshape(-1)[:n]
 
 

@@ -607,3 +607,46 @@ def test_codegen_and_fusion_import_no_op_class():
         "Sum", "Mean", "SumToSize", "Prod", "Amax", "Amin", "MaxOfAll", "MinOfAll"}
     assert {c.__name__ for c in decompose.DECOMPOSITIONS} == {
         "Einsum", "Logsumexp", "Softmax", "LogSoftmax", "Var", "Std", "Norm", "IndexScatter"}
+
+
+PARTIAL_ROWS = [
+    ("elementwise", lambda x, y: (x * y).exp() + x),
+    ("row-sum", lambda x, y: (x * y).sin().sum(-1)),
+    ("row-max", lambda x, y: (x - y).amax(-1)),
+    ("row-prod", lambda x, y: (x * 0.5 + y).prod(-1)),
+    ("column-sum", lambda x, y: (x * y).sum(0)),
+    ("compare", lambda x, y: ak.where(x > y, x, y * 2.0)),
+    ("bool-out", lambda x, y: x > y),
+    ("row-broadcast", lambda x, y: x * y[:1]),
+    ("short-matmul", lambda x, y: (x @ y.t()[:x.shape[-1]]).tanh()),
+]
+
+
+@pytest.mark.parametrize("name,f", PARTIAL_ROWS, ids=[c[0] for c in PARTIAL_ROWS])
+@pytest.mark.parametrize("inner", [2, 3, 5, 7, 9, 13])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_rows_shorter_than_a_vector_are_masked_vectors(name, f, inner, dtype):
+    """A row of a kernel whose length is known when compiling ends in one masked vector
+    (codegen/masked.py) instead of scalar code: values equal eager for rows shorter
+    than a vector and for the remainder after whole vectors, reductions along and
+    across the rows included."""
+    x, y = rand(37, inner, dtype=dtype), rand(37, inner, dtype=dtype, seed=1)
+    jitted = ak.jit(f)
+    got, want = jitted(x, y), f(x, y)
+    if got.dtype == ak.bool:
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    else:
+        close(got, want, dtype)
+
+
+@pytest.mark.parametrize("inner", [3, 13])
+def test_a_short_row_is_one_masked_vector(inner, monkeypatch):
+    """(37, inner) * (37, 1) cannot collapse to one dim: each row is whole vectors and
+    then one masked vector (3 of 4 lanes; 8 then 5 of 8), no scalar loop."""
+    monkeypatch.setenv("ADKIT_DISABLE_CACHE", "1")
+    x, col = rand(37, inner), rand(37, 1, seed=1)
+    jitted = ak.jit(lambda x, c: (x * c).sin())
+    close(jitted(x, col), (x * col).sin())
+    llvm_ir = jitted.compile(x, col).llvm_ir
+    assert "llvm.masked.load" in llvm_ir and "llvm.masked.store" in llvm_ir
+    assert "call double @\"sin\"" not in llvm_ir  # no scalar math: vectors only

@@ -24,6 +24,7 @@ import numpy as np
 from llvmlite import ir
 
 from ..ir import rules
+from . import masked
 from .scalar import ScalarBuilder
 
 I64 = ir.IntType(64)
@@ -92,7 +93,8 @@ class Contraction(namedtuple("Contraction", ("a", "b", "k", "a_stride", "b_strid
                 base = b.add(in_bases[k], ir.Constant(I64, kk * stride))
                 inner = kernel.strides[k][-1]
                 at = points if inner else points[:1]
-                loads = [_load(b, sb, emitter.in_ptrs[k], base, inner, i) for i in at]
+                loads = [_load(b, sb, emitter.in_ptrs[k], base, inner, i,
+                               mask=emitter.mask) for i in at]
                 terms.append(loads if inner else loads * len(points))
             for c, (x, y) in enumerate(zip(*terms)):
                 product = b.fmul(x, y, flags=("contract",))
@@ -213,7 +215,7 @@ def lower_kernel(kernel, module, vector_bytes):
     lanes = lanes_for(kernel.dtype, vector_bytes)
     vectorizable = lanes > 1 and all(s[-1] in (0, 1) for s in kernel.strides) and all(
         o.strides[-1] == 1 or (o.combine and o.strides[-1] == 0) for o in kernel.outputs) \
-        and kernel.shape[-1] >= lanes  # else the vector loop would never run
+        and (kernel.shape[-1] >= lanes or _static_rows(kernel))  # else never a vector
     lanes = lanes if vectorizable else 1
     emit = _Emitter(b, module, kernel, in_ptrs, out_ptrs, lanes)
     if len(kernel.shape) == 1:
@@ -235,8 +237,9 @@ class _Emitter:
         self.in_ptrs, self.out_ptrs = in_ptrs, out_ptrs
         self.sb1 = ScalarBuilder(b, module, kernel.dtype, 1)
         self.sbv = ScalarBuilder(b, module, kernel.dtype, lanes) if lanes > 1 else None
-        self.lanes = lanes
+        self.lanes, self.module = lanes, module
         self.unroll = kernel.vectors_per_trip(lanes)
+        self.mask = None  # the lanes on, while the partial vector ending a row is emitted
         # reduced outputs with inner stride 0 accumulate in registers: (vector, scalar)
         # stack slots, made once in the entry block
         self.acc = {}
@@ -262,6 +265,9 @@ class _Emitter:
                                self.elements(self.sbv, in_bases, out_bases, [
                                    b.add(i, ir.Constant(I64, c * self.lanes))
                                    for c in range(width)]))
+            if isinstance(lo, int) and isinstance(hi, int) and hi - lo > 1:
+                self._partial_vector(in_bases, out_bases, lo, hi - lo)
+                lo = hi
         _stepping(b, lo, hi, 1, lambda i: self.elements(self.sb1, in_bases, out_bases, [i]))
         for k, (vec, scalar) in self.acc.items():  # lanes added up, into memory once
             combine = self.kernel.outputs[k].combine
@@ -279,6 +285,18 @@ class _Emitter:
                 total = _combine(b, combine, old, total)
             b.store(total, address)
 
+    def _partial_vector(self, in_bases, out_bases, at, count):
+        """The last `count` (< lanes) points of a row known when compiling, as one
+        vector of the next power of two lanes, the ones past the row masked off
+        (masked.py): a (batch, 3) kernel computes each row as one 4-lane vector, not
+        three scalars."""
+        width = min(self.lanes, 1 << (count - 1).bit_length())
+        sb = ScalarBuilder(self.b, self.module, self.kernel.dtype, width)
+        self.mask = masked.lane_mask(width, count) if width != count else None
+        self.partial = count
+        self.elements(sb, in_bases, out_bases, [ir.Constant(I64, at)])
+        self.mask = None
+
     def elements(self, sb, in_bases, out_bases, points):
         """Load the inputs at the inner indices `points` (one, or an unrolled trip's
         several), run the steps at all of them, then write the outputs: the points'
@@ -294,7 +312,7 @@ class _Emitter:
             key = (k, c if stride else 0)  # one load for points it does not move along
             if key not in loaded:
                 loaded[key] = _load(b, sb, self.in_ptrs[k], in_bases[k], stride,
-                                    points[c], kernel.in_dtypes[k] == BOOL)
+                                    points[c], kernel.in_dtypes[k] == BOOL, self.mask)
             return loaded[key]
 
         # matmul steps first, at all points (they read inputs only: their loads are
@@ -316,25 +334,48 @@ class _Emitter:
         for k, out in enumerate(self.kernel.outputs):
             value = operand(out.ref)
             if k in self.acc:  # into this width's register accumulator
-                slot = self.acc[k][0 if sb.lanes > 1 else 1]
-                if out.combine == "sum" and sb.elem != F64:
-                    value = b.fpext(value, slot.allocated_type)
-                b.store(_combine(b, out.combine, b.load(slot, typ=slot.allocated_type),
-                                 value), slot)
+                self._accumulate(sb, k, out.combine, value)
                 continue
             stride = out.strides[-1]
             offset = b.add(out_bases[k], b.mul(i, ir.Constant(I64, stride))
                            if stride != 1 else i)
             if out.dtype == BOOL:  # one byte per bool
                 value = b.zext(value, I8 if sb.lanes == 1 else ir.VectorType(I8, sb.lanes))
-                b.store(value, b.gep(self.out_ptrs[k], [offset], source_etype=I8), align=1)
+                self._store(value, b.gep(self.out_ptrs[k], [offset], source_etype=I8), 1)
                 continue
             value = sb.to_float(value) if sb.is_bool(value) else value
             address = b.gep(self.out_ptrs[k], [offset], source_etype=sb.elem)
             if out.combine:
-                value = _combine(b, out.combine, b.load(address, typ=sb.type,
-                                                        align=sb.itemsize), value)
-            b.store(value, address, align=sb.itemsize)
+                old = b.load(address, typ=sb.type, align=sb.itemsize) if self.mask is None \
+                    else masked.load(b, address, sb.type, self.mask, sb.itemsize)
+                value = _combine(b, out.combine, old, value)
+            self._store(value, address, sb.itemsize)
+
+    def _store(self, value, address, align):
+        if self.mask is None:
+            self.b.store(value, address, align=align)
+        else:
+            masked.store(self.b, value, address, self.mask, align)
+
+    def _accumulate(self, sb, k, combine, value):
+        """Combine `value` into output k's register accumulator: the vector slot, or,
+        for a partial vector of another width, lane by lane into the scalar slot."""
+        b = self.b
+        vec, scalar = self.acc[k]
+        if sb.lanes > 1 and sb.lanes != self.lanes:
+            slot, lanes = scalar, [b.extract_element(value, ir.Constant(I32, lane))
+                                   for lane in range(self.partial)]
+        else:
+            slot, lanes = (vec if sb.lanes > 1 else scalar), [value]
+            if self.mask is not None:  # lanes past the row add nothing
+                ident = ir.Constant(sb.elem, IDENTITY[combine])
+                lanes = [b.select(self.mask, value, ir.Constant(sb.type, [ident] * sb.lanes))]
+        total = b.load(slot, typ=slot.allocated_type)
+        for lane in lanes:
+            if combine == "sum" and sb.elem != F64:
+                lane = b.fpext(lane, total.type)
+            total = _combine(b, combine, total, lane)
+        b.store(total, slot)
 
 
 def _combine(b, combine, x, y):
@@ -367,9 +408,9 @@ def _outer_offsets(b, kernel, o):
             [offset(o.strides) for o in kernel.outputs])
 
 
-def _load(b, sb, ptr, base, stride, i, is_bool=False):
-    """The input at inner index i (one value, or `sb.lanes` of them); a bool input is
-    read as bytes and compared with 0."""
+def _load(b, sb, ptr, base, stride, i, is_bool=False, mask=None):
+    """The input at inner index i (one value, or `sb.lanes` of them: only the lanes
+    `mask` has on, when given); a bool input is read as bytes and compared with 0."""
     elem = I8 if is_bool else sb.elem
     if stride == 0:  # broadcast along the inner dim: one element for every lane
         value = b.load(b.gep(ptr, [base], source_etype=elem), typ=elem)
@@ -378,7 +419,9 @@ def _load(b, sb, ptr, base, stride, i, is_bool=False):
         offset = b.add(base, b.mul(i, ir.Constant(I64, stride)) if stride != 1 else i)
         address = b.gep(ptr, [offset], source_etype=elem)
         typ = elem if sb.lanes == 1 else ir.VectorType(elem, sb.lanes)
-        value = b.load(address, typ=typ, align=1 if is_bool else sb.itemsize)
+        align = 1 if is_bool else sb.itemsize
+        value = b.load(address, typ=typ, align=align) if mask is None else \
+            masked.load(b, address, typ, mask, align)
     if is_bool:
         return b.icmp_unsigned("!=", value, ir.Constant(value.type, None))
     return value
@@ -389,6 +432,12 @@ def splat(b, scalar, lanes):
     vec = b.insert_element(ir.Constant(vec_type, ir.Undefined), scalar, ir.Constant(I32, 0))
     return b.shuffle_vector(vec, ir.Constant(vec_type, ir.Undefined),
                             ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+
+
+def _static_rows(kernel):
+    """Whether each inner loop's range is known when compiling (so a short row can be
+    a partial vector): a kernel of several dims, or one thread's whole range."""
+    return len(kernel.shape) > 1 or kernel.fixed_range is not None
 
 
 def _stepping(b, lo, hi, span, body):

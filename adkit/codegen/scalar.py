@@ -38,6 +38,9 @@ _INTRINSICS = {"sqrt": "llvm.sqrt", "fabs": "llvm.fabs", "floor": "llvm.floor",
 _LIBM = {"exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sinh", "cosh",
          "asin", "acos", "atan", "erf", "pow", "atan2", "log2", "log10", "exp2"}
 _BINARY = {"pow", "atan2"}
+# libmvec's ISA letter for each vector width in bytes: SSE, AVX2, AVX-512
+_MVEC_ISA = {16: "b", 32: "d", 64: "e"}
+_MVEC_BYTES = {isa: width for width, isa in _MVEC_ISA.items()}
 
 
 class ScalarBuilder:
@@ -121,8 +124,9 @@ class ScalarBuilder:
         if self.lanes > 1 and name in vecmath.POLYNOMIAL and \
                 use_polynomial_math(name, self.itemsize):
             return vecmath.emit(self, name, args)
-        if self.lanes > 1 and runtime.mvec_available():
-            isa, _ = runtime.host_vector_isa()
+        isa = _MVEC_ISA.get(self.lanes * self.itemsize)  # libmvec's name for this width
+        if self.lanes > 1 and isa is not None and runtime.mvec_available() and \
+                _MVEC_BYTES[isa] <= runtime.host_vector_isa()[1]:
             vname = f"_ZGV{isa}N{self.lanes}{'v' * len(args)}_{name}{self.suffix}"
             return self.b.call(self._declare(vname, len(args)), args)
         scalar = self._libm(name, len(args))

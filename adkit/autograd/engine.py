@@ -250,6 +250,8 @@ def _execute(ready, buffers, deps, needed, tiebreak, captures, captured, accumul
         for (child, nr), g in zip(node.next_functions, outs):
             if child is None or (needed is not None and not needed[child]):
                 continue
+            if anomaly and g is not None:
+                anomaly_mode.record_sender(child, node)
             if g is not None:
                 buf = buffers.get(child)
                 if buf is None:
@@ -304,7 +306,7 @@ def _evaluate(node, grads, captures, captured, accumulate, keep_graph):
 def _evaluate_with_anomaly_checks(node, grads, *args):
     try:
         outs = _evaluate(node, grads, *args)
-        anomaly_mode.check_node(node, outs)
+        anomaly_mode.check_node(node, outs, grads)
     except Exception:
         anomaly_mode.warn_backward_error(node)
         raise

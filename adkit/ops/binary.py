@@ -95,6 +95,10 @@ class Div(BinaryElementwise):
     """z = x / y (true division);  dz/dx = 1/y, dz/dy = -x/y^2 (PyTorch's formula: from x,
     not z, so that div_ can use the same rule with x before the write)."""
     public_name = "div"
+    # lint_where: where the derivative is infinite or undefined, by argument position:
+    # (that domain, a value outside it that safe_where puts in masked lanes, and
+    # "positive" when an argument proved positive is outside it)
+    singular = {1: ("y == 0", 1.0, "positive")}
     saves = ("x", "y")
     only_for_other = ("x",)  # dz/dx = 1/y reads y alone
     aliases = ("divide", "true_divide")
@@ -206,6 +210,17 @@ class Pow(BinaryElementwise):
     native_cost = MATH_CALL_NS  # a math library call per element
 
     @staticmethod
+    def singular_at(params):
+        """lint_where (see unary.Log's `singular`): x ** y has an infinite derivative at
+        x = 0 when y < 1 (y not 0); a tensor exponent's derivative z log(x) at x <= 0."""
+        y = params.get("y")
+        if y is None:
+            return {0: ("x <= 0", 1.0, "positive")}
+        if isinstance(y, (int, float)) and (y >= 1 or y == 0):
+            return {}
+        return {0: ("x == 0 (x ** y with y < 1)", 1.0, "positive")}
+
+    @staticmethod
     def lower(b, x, y):
         """Native code: x**2 as x*x, x**0.5 as sqrt, x**-1 as 1/x (numpy's own fast
         paths, so the results are the same bits), else pow."""
@@ -308,6 +323,7 @@ class Atan2(BinaryElementwise):
     """z = atan2(x, y), the angle of the point (y, x);  dz/dx = y/(x^2 + y^2),
     dz/dy = -x/(x^2 + y^2)."""
     public_name = "atan2"
+    singular = {0: ("y == x == 0", 1.0, None)}  # see unary.Log
     native_cost = MATH_CALL_NS  # a math library call per element
     saves = ("x", "y")
     aliases = ("arctan2",)

@@ -32,6 +32,10 @@ def _total_op(ufunc, x):
 class Log(UnaryElementwise):
     """y = log(x);  dy/dx = 1/x."""
     public_name = "log"
+    # lint_where: where the derivative is infinite or undefined, by argument position:
+    # (that domain, a value outside it that safe_where puts in masked lanes, and
+    # "positive" when an argument proved positive is outside it)
+    singular = {0: ("x <= 0", 1.0, "positive")}
     native_cost = 0.5  # ns per element: a cheaper math call than MATH_CALL_NS
     saves = ("x",)
 
@@ -52,6 +56,7 @@ class Log(UnaryElementwise):
 class Log1p(UnaryElementwise):
     """y = log(1 + x);  dy/dx = 1/(1 + x)."""
     public_name = "log1p"
+    singular = {0: ("x <= -1", 0.0, None)}  # see Log
     native_cost = 0.6  # ns per element: a cheaper math call than MATH_CALL_NS
     saves = ("x",)
 
@@ -72,6 +77,7 @@ class Log1p(UnaryElementwise):
 class Expm1(UnaryElementwise):
     """y = exp(x) - 1;  dy/dx = y + 1."""
     public_name = "expm1"
+    singular = {0: ("x > 709 (overflow)", 0.0, None)}  # see Log
     native_cost = 0.6  # ns per element: a cheaper math call than MATH_CALL_NS
     saves = ("out",)
 
@@ -92,6 +98,7 @@ class Expm1(UnaryElementwise):
 class Sqrt(UnaryElementwise):
     """y = sqrt(x);  dy/dx = 1/(2y)."""
     public_name = "sqrt"
+    singular = {0: ("x <= 0", 1.0, "positive")}  # see Log
     saves = ("out",)
 
     @staticmethod
@@ -111,6 +118,7 @@ class Sqrt(UnaryElementwise):
 class Rsqrt(UnaryElementwise):
     """y = 1/sqrt(x);  dy/dx = -y^3/2."""
     public_name = "rsqrt"
+    singular = {0: ("x <= 0", 1.0, "positive")}  # see Log
     saves = ("out",)
 
     @staticmethod
@@ -132,6 +140,7 @@ class Rsqrt(UnaryElementwise):
 class Reciprocal(UnaryElementwise):
     """y = 1/x;  dy/dx = -y^2."""
     public_name = "reciprocal"
+    singular = {0: ("x == 0", 1.0, "positive")}  # see Log
     saves = ("out",)
 
     @staticmethod
@@ -235,6 +244,7 @@ class Cos(UnaryElementwise):
 class Tan(UnaryElementwise):
     """y = tan(x);  dy/dx = 1 + y^2."""
     public_name = "tan"
+    singular = {0: ("cos(x) == 0", 0.0, None)}  # see Log
     native_cost = MATH_CALL_NS  # a math library call per element
     saves = ("out",)
 
@@ -275,6 +285,7 @@ class Tanh(UnaryElementwise):
 class Sinh(UnaryElementwise):
     """y = sinh(x);  dy/dx = cosh(x)."""
     public_name = "sinh"
+    singular = {0: ("|x| > 710 (overflow)", 0.0, None)}  # see Log
     native_cost = MATH_CALL_NS  # a math library call per element
     saves = ("x",)
 
@@ -295,6 +306,7 @@ class Sinh(UnaryElementwise):
 class Cosh(UnaryElementwise):
     """y = cosh(x);  dy/dx = sinh(x)."""
     public_name = "cosh"
+    singular = {0: ("|x| > 710 (overflow)", 0.0, None)}  # see Log
     native_cost = MATH_CALL_NS  # a math library call per element
     saves = ("x",)
 
@@ -315,6 +327,7 @@ class Cosh(UnaryElementwise):
 class Asin(UnaryElementwise):
     """y = asin(x);  dy/dx = 1/sqrt(1 - x^2)."""
     public_name = "asin"
+    singular = {0: ("|x| >= 1", 0.0, None)}  # see Log
     native_cost = MATH_CALL_NS  # a math library call per element
     saves = ("x",)
     aliases = ("arcsin",)
@@ -336,6 +349,7 @@ class Asin(UnaryElementwise):
 class Acos(UnaryElementwise):
     """y = acos(x);  dy/dx = -1/sqrt(1 - x^2)."""
     public_name = "acos"
+    singular = {0: ("|x| >= 1", 0.0, None)}  # see Log
     native_cost = MATH_CALL_NS  # a math library call per element
     saves = ("x",)
     aliases = ("arccos",)
@@ -496,6 +510,7 @@ class Neg(UnaryElementwise):
 class Exp(UnaryElementwise):
     """y = exp(x);  dy/dx = y."""
     public_name = "exp"
+    singular = {0: ("x > 709 (overflow)", 0.0, None)}  # see Log
     native_cost = 0.5  # ns per element: a cheaper math call than MATH_CALL_NS
     saves = ("out",)
 

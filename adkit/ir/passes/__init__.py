@@ -1,7 +1,8 @@
 """adkit.ir.passes: graph -> new graph functions that leave their input as it was.
 
 Owns: the public list of passes. Transforms (autodiff.py): `vjp`, `jvp`, `vmap`;
-memory (remat.py): `remat`;
+memory (remat.py): `remat`; NaN through where (where_lint.py): `lint_where`,
+`safe_where`;
 clean-up (cleanup.py): `dce`, `cse`, `fold_constants`, `pipeline`; algebra
 (simplify.py): `simplify`; lowering (decompose.py, fuse.py): `inline_calls`,
 `decompose`, `fuse`.
@@ -20,6 +21,7 @@ from .bodies import map_bodies, recursive
 from .cleanup import pipeline
 from .fuse import FusedKernel
 from .remat import remat
+from .where_lint import Diagnostic, lint_where, safe_where
 
 # the clean-up and lowering passes reach into the bodies of loops and branches
 dce = recursive(_cleanup.dce)
@@ -31,4 +33,5 @@ inline_calls = recursive(_decompose.inline_calls)
 fuse = recursive(_fuse.fuse)
 
 __all__ = ["vjp", "jvp", "vmap", "remat", "dce", "cse", "fold_constants", "simplify",
-           "fuse", "FusedKernel", "decompose", "inline_calls", "pipeline", "map_bodies", "recursive"]
+           "fuse", "FusedKernel", "decompose", "inline_calls", "pipeline", "map_bodies", "recursive",
+           "lint_where", "safe_where", "Diagnostic"]

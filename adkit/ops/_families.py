@@ -9,6 +9,7 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..tensor import Tensor
+from . import _sparsity
 from ._helpers import normalize_dims
 
 
@@ -43,6 +44,11 @@ class ArrayFunction(Function):
     public_name = None
     variants = ("function", "method")
     aliases = ()
+    # sparsity(*args): which input elements each result element reads (see
+    # ops/_sparsity.py); None: unknown, so the sparsity pass assumes all of them.
+    # curvature: "linear", "bilinear" or "nonlinear", for the Hessian sparsity pass
+    sparsity = None
+    curvature = "nonlinear"
 
     @classmethod
     def interface(cls, *args, **kwargs):
@@ -78,6 +84,14 @@ class UnaryElementwise(ArrayFunction):
     only that keeps in-place changes of the rest legal, as in PyTorch."""
 
     saves = ("x", "out")
+
+    # linear when derivative(x, out) is a constant, else nonlinear
+    curvature = _sparsity.CurvatureOfFormula("derivative", 1)
+
+    @classmethod
+    def sparsity(cls, *args):
+        """Sparsity rule: result element k reads x[k] (ops/_sparsity.py)."""
+        return _sparsity.elementwise(args)
 
     @classmethod
     def infer(cls, x):
@@ -127,6 +141,14 @@ class BinaryElementwise(ArrayFunction):
 
     saves = ("x", "y", "out")
     only_for_other = ()
+
+    # from partials(x, y, out): constants (add) linear, (y, x) (mul) bilinear
+    curvature = _sparsity.CurvatureOfFormula("partials", 2)
+
+    @classmethod
+    def sparsity(cls, *args):
+        """Sparsity rule: result element k reads the elements broadcast to k."""
+        return _sparsity.elementwise(args)
 
     @classmethod
     def infer(cls, x, y):
@@ -262,6 +284,13 @@ class ShapeOp(ArrayFunction):
     """Ops that rearrange or broadcast values (reshape, expand, sum_to_size...): their
     rules need only the input and output shapes, which setup_context records."""
 
+    curvature = "linear"
+
+    @classmethod
+    def sparsity(cls, *args):
+        """Sparsity rule: forward on numbered elements shows where each one goes."""
+        return _sparsity.moved(cls, *args)
+
     @staticmethod
     def setup_context(ctx, inputs, output):
         ctx.input_shape = tuple(inputs[0].shape)
@@ -272,6 +301,11 @@ class Reduction(ArrayFunction):
     """y = reduce(x, dim, keepdim). Subclasses give `forward(x, dim=None,
     keepdim=False)` and `backward`; the family supplies the metadata every reduction
     keeps (`ctx.dims`, `ctx.keepdim`, input shape) in `setup_context`."""
+
+    @classmethod
+    def sparsity(cls, x, dim=None, keepdim=False, *rest):
+        """Sparsity rule: a result element reads the elements reduced into it."""
+        return _sparsity.reduced(x, dim, keepdim)
 
     @staticmethod
     def setup_context(ctx, inputs, output):

@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import dtypes
 from ..tensor import Tensor, from_numpy
+from . import _sparsity
 from ._families import ArrayFunction, align_batched, public
 from ._helpers import load_mixed, save_mixed, shape_of, sum_to
 
@@ -314,6 +315,8 @@ class BitwiseNot(_Bitwise):
 class Where(ArrayFunction):
     """z = x where cond else y (broadcast; x or y may be a Python number; dtype is
     PyTorch's promotion of x and y);  grad_x = grad where cond, grad_y = grad where not."""
+    sparsity = classmethod(lambda cls, *args: _sparsity.elementwise(args))  # sparsity rule
+    curvature = "linear"
     public_name = "where"
     variants = ("function",)
 

@@ -6,12 +6,15 @@ Owns: `ToDtype`, the cast methods, `Clone`. Does not: hold arithmetic (unary.py)
 from .. import dtypes
 from ..tensor import Tensor, _check_device
 from ..tensor import device as _device
+from . import _sparsity
 from ._families import ArrayFunction, public
 from ._helpers import copy_in_order
 
 
 class ToDtype(ArrayFunction):
     """y = x converted to `dtype`;  grad_x = grad_out converted back to x's dtype."""
+    sparsity = classmethod(lambda cls, *args: _sparsity.elementwise(args))  # sparsity rule
+    curvature = "linear"
     public_name = "to"
     variants = ("method",)
 
@@ -78,6 +81,8 @@ to_bool = _cast_method("bool", dtypes.bool_)
 
 class Clone(ArrayFunction):
     """y = a copy of x (C order);  grad_x = grad_out."""
+    sparsity = classmethod(lambda cls, *args: _sparsity.elementwise(args))  # sparsity rule
+    curvature = "linear"
     public_name = "clone"
     native_copy = staticmethod(copy_in_order)  # contiguous too: it is a Clone
 

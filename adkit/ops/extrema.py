@@ -11,6 +11,7 @@ from collections import namedtuple
 import numpy as np
 
 from ..tensor import Tensor, _make, _wrap_dim
+from . import _sparsity
 from ._families import ArrayFunction, public
 from .reduction import MaxOfAll, MinOfAll, _keep
 
@@ -62,6 +63,10 @@ def _batched_along(cls, in_dims, x, dim, keepdim):
 class _IndexedExtremum(ArrayFunction):
     """max/min over one dim: values = x at the index of the max (min) along dim, the
     first one on ties; grad_x = grad_out routed to that index (one-hot), as in PyTorch."""
+    @classmethod
+    def sparsity(cls, x, dim, keepdim=False):
+        """Sparsity rule: values read the line reduced into them; indices nothing."""
+        return _sparsity.reduced(x, dim, keepdim), {}
     public_name = None  # reached through the public max/min functions
 
     @staticmethod

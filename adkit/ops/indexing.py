@@ -13,6 +13,7 @@ as the mask has True ones). Does not: reshape or join tensors (see shape.py).
 import numpy as np
 
 from ..tensor import AbstractTensor, Tensor, _make, zeros
+from . import _sparsity
 from ._families import ArrayFunction, _logical, public
 from ._helpers import (
     Fill,
@@ -178,6 +179,8 @@ def parse_key(key, shape):
 class BasicIndex(ArrayFunction):
     """y = x[key] for a key of ints, slices and None (a view);
     grad_x = zeros(x.shape) with grad_out written at key."""
+    sparsity = classmethod(_sparsity.moved)  # sparsity rule: it only moves elements
+    curvature = "linear"
     is_view = True
 
     @staticmethod
@@ -216,6 +219,8 @@ def _advanced_bdim(key):
 class AdvancedIndex(ArrayFunction):
     """y = x[key] for a key of full slices and integer arrays (numpy's advanced indexing,
     a copy);  grad_x = zeros(x.shape) with grad_out added at key (repeats accumulate)."""
+    sparsity = classmethod(_sparsity.moved)  # sparsity rule: it only moves elements
+    curvature = "linear"
     native_moves = classmethod(moves_by_forward)  # native code: a gather by index table
 
     @staticmethod
@@ -243,6 +248,13 @@ class AdvancedIndex(ArrayFunction):
 class IndexScatter(ArrayFunction):
     """y = zeros(shape) with y[key] += g (np.add.at, so repeated indices accumulate);
     the adjoint of x[key]:  grad_g = grad_out[key]."""
+    @classmethod
+    def sparsity(cls, g, shape, key, basic):
+        """Sparsity rule: a basic key writes each element once (moved); an advanced
+        one may add repeats up: unknown."""
+        return _sparsity.moved(cls, g, shape, key, basic) if basic else None
+    
+    curvature = "linear"
 
     @classmethod
     def native_moves(cls, out_shape, g, shape, key, basic):
@@ -347,6 +359,8 @@ def getitem(x, key):
 class IndexPut(ArrayFunction):
     """y = copy of x with y[key] = value;  grad_x = grad_out with the region zeroed,
     grad_value = sum_to(grad_out[key], value.shape)."""
+    sparsity = classmethod(_sparsity.moved)  # sparsity rule: it only moves elements
+    curvature = "linear"
 
     @staticmethod
     def native_copy(params, sources, out_shape):

@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import dtypes
 from ..tensor import Tensor, zeros
+from . import _sparsity
 from ._families import ArrayFunction, _logical, public
 from ._helpers import c_strides, moves_by_forward, wrap_dim
 from .shape import batch_first
@@ -66,6 +67,8 @@ def _cat_dim(dim, arrays):
 class Cat(ArrayFunction):
     """y = the tensors joined along dim (dtypes promoted);
     grad of each input = its slice of grad_out along dim."""
+    sparsity = classmethod(_sparsity.moved)  # sparsity rule: it only moves elements
+    curvature = "linear"
     public_name = "cat"
     variants = ("function",)
     aliases = ("concatenate", "concat")
@@ -151,6 +154,8 @@ def _stack_dim(dim, arrays):
 class Stack(ArrayFunction):
     """y = the equal-shaped tensors stacked along a new dim;
     grad of input i = grad_out[..., i, ...] (index i at dim)."""
+    sparsity = classmethod(_sparsity.moved)  # sparsity rule: it only moves elements
+    curvature = "linear"
     public_name = "stack"
     native_parts_in_place = True  # see _families.ArrayFunction
     variants = ("function",)
@@ -227,6 +232,8 @@ def _split_sizes(spec, n, dim):
 class Split(ArrayFunction):
     """(y_0, y_1, ...) = consecutive pieces of x along dim (views);
     grad_x = the pieces' gradients joined along dim."""
+    sparsity = classmethod(_sparsity.moved)  # sparsity rule: it only moves elements
+    curvature = "linear"
     public_name = "split"
     is_view = True
 

@@ -12,6 +12,7 @@ import string
 import numpy as np
 
 from ..tensor import Tensor, _make
+from . import _sparsity
 from ._families import ArrayFunction, _logical
 from ._helpers import NoDecomposition, cast_result, sum_to
 
@@ -55,6 +56,8 @@ class _MatrixProduct(ArrayFunction):
     """Shared rules of matmul-like products z = x @ y:
     grad_x = grad_out @ y^T, grad_y = x^T @ grad_out (batch dims summed back);
     jvp: z_t = x_t @ y + x @ y_t."""
+    sparsity = classmethod(lambda cls, x, y: _sparsity.contraction(x, y))  # sparsity rule
+    curvature = "bilinear"
     # native code: forward is numpy's matmul, so compiled code may call BLAS's gemm
     native_gemm = True
 

@@ -7,6 +7,7 @@ define losses or layers (adkit/nn/functional.py composes those from ops).
 import numpy as np
 
 from .. import dtypes
+from . import _sparsity
 from ._families import ArrayFunction
 from ._helpers import NoDecomposition, wrap_dim
 
@@ -51,6 +52,7 @@ def _sum_keep(t, dim):
 
 class _DimOp(ArrayFunction):
     """Shared plumbing: `interface(x, dim, dtype=None)` casts first, like PyTorch's."""
+    sparsity = classmethod(lambda cls, x, dim: _sparsity.along_dim(x, dim))
 
     @classmethod
     def interface(cls, x, dim, dtype=None):

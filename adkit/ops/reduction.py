@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 
 from .. import dtypes
+from . import _sparsity
 from ._families import Reduction, ShapeOp
 from ._helpers import NoDecomposition, as_float_array, normalize_dims
 from .binary import Maximum, Minimum
@@ -82,6 +83,7 @@ def _extreme(name, x, dim, keepdim):
 
 class Sum(Reduction):
     """y = sum of x over dim;  grad_x = grad_out broadcast back over the reduced dims."""
+    curvature = "linear"
     public_name = "sum"
     averages = False  # Mean shares these rules, with a factor 1/n
     # native code: a fused kernel adds the values up as it makes them (a mean then
@@ -118,6 +120,8 @@ class Sum(Reduction):
 class SumToSize(ShapeOp):
     """y = x summed down to `shape` (the inverse of broadcasting x from shape);
     grad_x = grad_out expanded to x's shape."""
+    sparsity = classmethod(lambda cls, x, shape: _sparsity.summed_to(x, shape))
+    curvature = "linear"
     public_name = "sum_to_size"
     variants = ("method",)
     native_reduction = "sum"  # inside a fused kernel (see Sum)

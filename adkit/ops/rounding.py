@@ -5,6 +5,7 @@ Owns: `Floor`, `Ceil`, `Round`. Does not: hold other unary ops (unary.py).
 """
 import numpy as np
 
+from . import _sparsity
 from ._families import ArrayFunction, UnaryElementwise
 from .comparison import not_implemented_for
 
@@ -18,6 +19,7 @@ def _integral_copy(x, kernel):
 
 class Floor(UnaryElementwise):
     """y = floor(x);  dy/dx = 0."""
+    sparsity = classmethod(lambda cls, *args: _sparsity.no_derivative())  # dy/dx = 0
     public_name = "floor"
     saves = ()
 
@@ -37,6 +39,7 @@ class Floor(UnaryElementwise):
 
 class Ceil(UnaryElementwise):
     """y = ceil(x);  dy/dx = 0."""
+    sparsity = classmethod(lambda cls, *args: _sparsity.no_derivative())  # dy/dx = 0
     public_name = "ceil"
     saves = ()
 
@@ -57,6 +60,7 @@ class Ceil(UnaryElementwise):
 class Round(ArrayFunction):
     """y = x rounded half to even to `decimals` decimal places (PyTorch's
     nearbyint(x * 10^d) / 10^d);  dy/dx = 0."""
+    sparsity = classmethod(lambda cls, *args: _sparsity.no_derivative())  # dy/dx = 0
     public_name = "round"
 
     @staticmethod

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from ..tensor import Tensor, zeros
+from . import _sparsity
 from ._families import ArrayFunction, _logical
 from ._helpers import wrap_dim
 from ._indexed import Access, Indexed, along_access, identity_dims, select_access
@@ -61,6 +62,8 @@ def _vector_index(index, bdim, dim, shape):
 class IndexSelect(ArrayFunction):
     """y = x taken at `index` (a vector) along dim;
     grad_x = index_add(zeros(x.shape), dim, index, grad_out)."""
+    sparsity = classmethod(_sparsity.moved)  # sparsity rule: it only moves elements
+    curvature = "linear"
     public_name = "index_select"
 
     @staticmethod
@@ -136,6 +139,8 @@ def _scatter_key(index, d):
 class Gather(ArrayFunction):
     """y[i] = x[i with i[dim] replaced by index[i]];
     grad_x = scatter_add(zeros(x.shape), dim, index, grad_out)."""
+    sparsity = classmethod(_sparsity.moved)  # sparsity rule: it only moves elements
+    curvature = "linear"
     public_name = "gather"
 
     @staticmethod
@@ -244,6 +249,8 @@ class Scatter(ArrayFunction):
     """y = copy of x with y[i with i[dim] = index[i]] = src[i] (or the number src) for
     each i in index (of repeated indices, the last write wins, as numpy assigns);
     grad_x = grad_out zeroed where written,  grad_src = gather(grad_out, dim, index)."""
+    sparsity = classmethod(_sparsity.moved)  # sparsity rule: it only moves elements
+    curvature = "linear"
     public_name = "scatter"
 
     @classmethod

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from .. import dtypes
+from . import _sparsity
 from ._families import ArrayFunction, ShapeOp, _logical, public
 from ._helpers import c_strides, copy_in_order, normalize_dims, wrap_dim
 from .conversion import Clone
@@ -288,6 +289,8 @@ def broadcast_tensors(*tensors):
 
 class Transpose(ArrayFunction):
     """y = x with dims dim0 and dim1 swapped;  grad_x = grad_out with them swapped back."""
+    sparsity = classmethod(_sparsity.moved)  # sparsity rule: it only moves elements
+    curvature = "linear"
     public_name = "transpose"
     aliases = ("swapaxes", "swapdims")
     is_view = True
@@ -324,6 +327,8 @@ class Transpose(ArrayFunction):
 class Permute(ArrayFunction):
     """y = x with dims reordered, y.shape[i] = x.shape[dims[i]];
     grad_x = grad_out permuted by the inverse order."""
+    sparsity = classmethod(_sparsity.moved)  # sparsity rule: it only moves elements
+    curvature = "linear"
     public_name = "permute"
     is_view = True
     reorders = True  # a view whose elements are out of memory order (see control/hoist.py)
@@ -405,6 +410,8 @@ def _flip_axes(dims, ndim):
 
 class Flip(ArrayFunction):
     """y = x reversed along each of dims (a copy);  grad_x = grad_out flipped back."""
+    sparsity = classmethod(_sparsity.moved)  # sparsity rule: it only moves elements
+    curvature = "linear"
     public_name = "flip"
 
     @staticmethod
@@ -468,6 +475,8 @@ def _check_repeat(shape, sizes):
 class Repeat(ArrayFunction):
     """y = x tiled sizes[i] times along each dim (leading dims added as needed);
     grad_x = grad_out viewed as (r0, s0, r1, s1, ...) and summed over the r's."""
+    sparsity = classmethod(_sparsity.moved)  # sparsity rule: it only moves elements
+    curvature = "linear"
     public_name = "repeat"
     variants = ("method",)
 

@@ -7,6 +7,7 @@ import collections
 import numpy as np
 
 from ..tensor import zeros
+from . import _sparsity
 from ._families import ArrayFunction
 from ._helpers import wrap_dim
 from .scatter import Gather, ScatterAdd, _along
@@ -29,6 +30,13 @@ def _argsort(x, d, descending):
 class _SortLike(ArrayFunction):
     """(values, indices) with values = take_along_dim(x, indices, dim);
     grad_x = scatter_add(zeros(x.shape), dim, indices, grad_values)."""
+    @classmethod
+    def sparsity(cls, x, *args):
+        """Sparsity rule: each value may come from anywhere on its line along dim."""
+        dim = args[cls._dim_arg - 1] if len(args) >= cls._dim_arg else -1
+        values = cls.forward(np.zeros(x.shape, x.dtype), *args)[0]
+        length = values.shape[dim] if x.ndim else values.size
+        return _sparsity.along_dim(x, dim, length), {}
 
     _dim_arg = 1  # position of `dim` among forward's parameters
 

@@ -17,6 +17,7 @@ the indexed dims are adjacent, else first (`_indexed.advanced_shape`).
 import numpy as np
 
 from ..tensor import Tensor, _make, zeros
+from . import _sparsity
 from ._families import ArrayFunction, _logical
 from ._helpers import shape_of, sum_to
 from ._indexed import (
@@ -122,6 +123,8 @@ class IndexTensor(ArrayFunction):
     """y = x[key] (integer index tensors at `positions`, full slices elsewhere);
     grad_x = zeros(x.shape) with grad_out added at key (index_put with accumulate=True,
     so repeated indices add up)."""
+    sparsity = classmethod(_sparsity.moved)  # sparsity rule: it only moves elements
+    curvature = "linear"
 
     @staticmethod
     def forward(x, positions, *indices):
@@ -184,6 +187,14 @@ class IndexPutTensor(ArrayFunction):
     adding up; else the last write of a repeated index wins, as in numpy);
     grad_x = grad_out with the region zeroed (grad_out itself when accumulating),
     grad_values = sum_to(grad_out[basic][key], values.shape)."""
+    @classmethod
+    def sparsity(cls, x, values, basic, positions, accumulate, *indices):
+        """Sparsity rule: writes move elements; accumulation adds repeats: unknown."""
+        if accumulate:
+            return None
+        return _sparsity.moved(cls, x, values, basic, positions, accumulate, *indices)
+    
+    curvature = "linear"
     public_name = "index_put"
 
     @staticmethod

@@ -2,7 +2,8 @@
 
 Owns: the public list of passes. Transforms (autodiff.py): `vjp`, `jvp`, `vmap`;
 memory (remat.py): `remat`; NaN through where (where_lint.py): `lint_where`,
-`safe_where`;
+`safe_where`; sparse derivatives (sparsity.py, coloring.py): `sparsity`,
+`hessian_sparsity`, `color`;
 clean-up (cleanup.py): `dce`, `cse`, `fold_constants`, `pipeline`; algebra
 (simplify.py): `simplify`; lowering (decompose.py, fuse.py): `inline_calls`,
 `decompose`, `fuse`.
@@ -21,6 +22,7 @@ from .bodies import map_bodies, recursive
 from .cleanup import pipeline
 from .fuse import FusedKernel
 from .remat import remat
+from .sparsity import hessian_sparsity, sparsity
 from .where_lint import Diagnostic, lint_where, safe_where
 
 # the clean-up and lowering passes reach into the bodies of loops and branches
@@ -35,3 +37,4 @@ fuse = recursive(_fuse.fuse)
 __all__ = ["vjp", "jvp", "vmap", "remat", "dce", "cse", "fold_constants", "simplify",
            "fuse", "FusedKernel", "decompose", "inline_calls", "pipeline", "map_bodies", "recursive",
            "lint_where", "safe_where", "Diagnostic"]
+__all__ += ["sparsity", "hessian_sparsity"]

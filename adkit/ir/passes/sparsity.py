@@ -1,0 +1,306 @@
+"""Static sparsity detection: the Jacobian's (and a Hessian's) pattern of a graph.
+
+Owns: `sparsity(graph)` and `hessian_sparsity(graph)`, which propagate index sets
+through the graph: each element of each value carries the set of input elements it
+depends on, held for a whole value as CSR arrays (`Deps`: indptr, indices), never as a
+dense boolean matrix. Each op says which of its inputs' elements each result element
+reads through its class's `sparsity` rule (ops/_sparsity.py); an op without one (a
+user Function, a loop, a branch) is assumed to read everything: the pattern may then
+hold entries that are always zero, but it never misses one. Integer and bool values
+carry no derivative, so they depend on nothing.
+Does not: color patterns (coloring.py) or evaluate derivatives (adkit/func/sparse.py).
+"""
+import networkx as nx
+import numpy as np
+
+from ...func.sparse_types import SparsityPattern
+from ...ops._sparsity import Operand
+from .. import rules
+from . import cleanup
+
+# beyond this many (element, input) pairs in one value the pattern is dense enough that
+# a dense Jacobian is the better tool (2**28 pairs are 2 GB of int64 indices)
+MAX_PAIRS = 2 ** 28
+
+
+class Deps:
+    """For each of `len(indptr) - 1` elements, the sorted input elements it depends on:
+    indices[indptr[k]:indptr[k + 1]] (CSR)."""
+
+    __slots__ = ("indptr", "indices")
+
+    def __init__(self, indptr, indices):
+        self.indptr, self.indices = indptr, indices
+
+    @classmethod
+    def empty(cls, n):
+        return cls(np.zeros(n + 1, np.int64), np.zeros(0, np.int64))
+
+    @classmethod
+    def identity(cls, n, first):
+        return cls(np.arange(n + 1, dtype=np.int64), np.arange(first, first + n, dtype=np.int64))
+
+    @property
+    def nnz(self):
+        return int(self.indices.size)
+
+    def lengths(self):
+        return np.diff(self.indptr)
+
+    def rows(self):
+        """The element of each entry of `indices`."""
+        return np.repeat(np.arange(self.indptr.size - 1, dtype=np.int64), self.lengths())
+
+    def gather(self, src):
+        """The sets of elements src[0], src[1], ... (CSR row gather)."""
+        lengths = self.lengths()[src]
+        indptr = np.zeros(src.size + 1, np.int64)
+        np.cumsum(lengths, out=indptr[1:])
+        _check_size(indptr[-1])
+        offsets = np.repeat(self.indptr[:-1][src] - indptr[:-1], lengths)
+        return Deps(indptr, self.indices[offsets + np.arange(indptr[-1], dtype=np.int64)])
+
+
+def _check_size(n_pairs):
+    if n_pairs > MAX_PAIRS:
+        raise MemoryError(f"the sparsity pattern needs more than {MAX_PAIRS} index pairs "
+                          "for one value: the Jacobian is too dense for sparse methods")
+
+
+def _from_pairs(n, rows, cols):
+    """Deps of n elements from (element, input element) pairs, repeats dropped."""
+    if rows.size == 0:
+        return Deps.empty(n)
+    width = int(cols.max()) + 1
+    keys = np.unique(rows * width + cols)
+    rows, cols = np.divmod(keys, width)
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    return Deps(indptr, cols)
+
+
+def _union(deps_list, n):
+    deps_list = [d for d in deps_list if d.nnz]
+    if not deps_list:
+        return Deps.empty(n)
+    if len(deps_list) == 1:
+        return deps_list[0]
+    return _from_pairs(n, np.concatenate([d.rows() for d in deps_list]),
+                       np.concatenate([d.indices for d in deps_list]))
+
+
+def _compose(link, deps, n):
+    """The Deps of n result elements that read `deps`'s elements as `link` says."""
+    dst, src = link
+    gathered = deps.gather(np.asarray(src, np.int64).reshape(-1))
+    if dst is None:
+        return gathered
+    return _from_pairs(n, np.repeat(np.asarray(dst, np.int64), gathered.lengths()),
+                       gathered.indices)
+
+
+def _everything(deps, n):
+    """Every one of n elements depends on every input element in `deps`."""
+    every = np.unique(deps.indices)
+    _check_size(every.size * n)
+    return Deps(np.arange(n + 1, dtype=np.int64) * every.size, np.tile(every, n))
+
+
+def _size(spec):
+    return int(np.prod(spec.shape, dtype=np.int64))
+
+
+def _is_float(spec):
+    return spec.dtype.np.kind in "fc"
+
+
+def _rule_links(graph, n, data):
+    """The op's sparsity rule applied to this node: one {position: link} per output,
+    or None when the op has no rule or its rule cannot tell."""
+    op = data["op"]
+    if getattr(op, "sparsity", None) is None:
+        return None
+    operands = {}
+    for pos, u, out in graph.args_of(n):
+        spec = graph.specs_of(u)[out]
+        node = graph.nx.nodes[u]
+        value = node["value"] if node["kind"] == "const" else None
+        operands[pos] = Operand(spec.shape, spec.dtype.np, value)
+    try:
+        links = op.sparsity(*rules.join_args(op, operands, data["params"]))
+    except Exception as e:
+        e.add_note(f"in the sparsity rule of {op.__name__} (node {n})")
+        raise
+    if links is None:
+        return None
+    return links if isinstance(links, tuple) else (links,)
+
+
+def _op_deps(graph, n, data, env, on_node):
+    """Deps of each output of op node n, from its arguments' Deps."""
+    arg_deps = {pos: env[u][out] for pos, u, out in graph.args_of(n)}
+    specs = data["specs"]
+    live = {pos: d for pos, d in arg_deps.items() if d.nnz}
+    if not live or not any(map(_is_float, specs)):
+        return [Deps.empty(_size(s)) for s in specs]
+    links = _rule_links(graph, n, data)
+    results = []
+    for k, spec in enumerate(specs):
+        size = _size(spec)
+        if not _is_float(spec):
+            results.append(Deps.empty(size))
+            continue
+        if links is None:
+            per_pos = {pos: _everything(d, size) for pos, d in live.items()}
+        else:
+            per_pos = {pos: _compose(link, arg_deps[pos], size)
+                       for pos, link in links[k].items() if pos in live}
+        result = _union(list(per_pos.values()), size)
+        results.append(result)
+        if on_node is not None:
+            on_node(data["op"], per_pos, result, links is None)
+    return results
+
+
+def _propagate(graph, wrt, on_node=None):
+    """(Deps of each output, number of input elements): input elements are numbered
+    through the `wrt` inputs (float inputs only; None: all), flattened and concatenated."""
+    graph = cleanup.fold_constants(graph)  # constant indices become visible to rules
+    inputs = graph.inputs
+    wrt = range(len(inputs)) if wrt is None else wrt
+    first, n_cols = {}, 0
+    for i in wrt:
+        spec = graph.specs_of(inputs[i])[0]
+        first[inputs[i]] = n_cols
+        n_cols += _size(spec)
+    env, outputs = {}, {}
+    for n in graph.topo_order():
+        data = graph.nx.nodes[n]
+        kind = data["kind"]
+        if kind == "op":
+            env[n] = _op_deps(graph, n, data, env, on_node)
+        elif kind == "output":
+            (_, u, out), = graph.args_of(n)
+            outputs[data["index"]] = env[u][out]
+        else:
+            size = _size(graph.specs_of(n)[0])
+            live = n in first and _is_float(graph.specs_of(n)[0])
+            env[n] = [Deps.identity(size, first[n]) if live else Deps.empty(size)]
+    return [outputs[i] for i in range(len(outputs))], n_cols
+
+
+def _wrt_list(graph, wrt):
+    if wrt is None:
+        return None
+    wrt = (wrt,) if isinstance(wrt, int) else tuple(wrt)
+    n = len(graph.inputs)
+    bad = [i for i in wrt if not 0 <= i < n]
+    if bad:
+        raise ValueError(f"wrt {bad}: the graph has {n} inputs")
+    return wrt
+
+
+def sparsity(graph, wrt=None):
+    """The Jacobian's sparsity pattern of `graph`: rows are the outputs' elements
+    (flattened row-major, outputs concatenated), columns the elements of the inputs
+    numbered `wrt` (an int or a sequence; None: all inputs), flattened and concatenated.
+    Conservative: an entry left out is zero at every point."""
+    outputs, n_cols = _propagate(graph, _wrt_list(graph, wrt))
+    deps = _union_stacked(outputs)
+    return SparsityPattern((deps.indptr.size - 1, n_cols), deps.rows(), deps.indices)
+
+
+def _union_stacked(deps_list):
+    """One Deps whose elements are those of each Deps in turn."""
+    if len(deps_list) == 1:
+        return deps_list[0]
+    starts = np.cumsum([0] + [d.nnz for d in deps_list])
+    indptr = np.concatenate([[0]] + [d.indptr[1:] + s for d, s in zip(deps_list, starts)])
+    indices = np.concatenate([np.zeros(0, np.int64)] + [d.indices for d in deps_list])
+    return Deps(indptr.astype(np.int64), indices)
+
+
+def hessian_sparsity(graph, wrt=None):
+    """The sparsity pattern of the Hessian of `graph`'s output (for several outputs or a
+    non-scalar one: of their sum, the union of their patterns), symmetric, with inputs
+    numbered as `sparsity` numbers them. Each op adds the pairs of input elements its
+    second derivative couples: none for a linear op, the pairs across its two arguments
+    for a bilinear one (x * y, x @ y), all pairs within each result element's set for
+    any other (an op without a sparsity rule: within all its arguments' elements)."""
+    pairs = _PairSet()
+    relevant = set()
+    for out in graph.outputs:
+        relevant |= nx.ancestors(graph.nx, out)
+
+    def on_node(op, per_pos, result, unknown):
+        if op.curvature == "linear":
+            return
+        if unknown:
+            every = np.unique(result.indices[:result.indptr[1]]) if result.nnz else None
+            if every is not None:
+                pairs.add(*np.meshgrid(every, every, indexing="ij"))
+        elif op.curvature == "bilinear" and len(per_pos) == 2:
+            a, b = per_pos.values()
+            pairs.add(*_pairs_per_element(a, b))
+        elif op.curvature == "bilinear":
+            return  # one argument only depends on the inputs: linear in it
+        else:
+            pairs.add(*_pairs_per_element(result, result))
+
+    graph_wrt = _wrt_list(graph, wrt)
+    _, n_cols = _propagate(_only(graph, relevant), graph_wrt, on_node)
+    rows, cols = pairs.result()
+    return SparsityPattern((n_cols, n_cols), rows, cols)
+
+
+def _only(graph, keep):
+    """A copy of `graph` without the op nodes that no output reads."""
+    g = graph.copy()
+    drop = [n for n, kind in g.nx.nodes(data="kind") if kind == "op" and n not in keep]
+    g.nx.remove_nodes_from(drop)
+    return g
+
+
+def _pairs_per_element(a, b):
+    """For every element k: all pairs (i, j), i in a's set of k, j in b's set of k."""
+    la, lb = a.lengths(), b.lengths()
+    counts = la * lb
+    total = int(counts.sum())
+    _check_size(total)
+    element = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
+    t = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    width = lb[element]
+    return (a.indices[a.indptr[:-1][element] + t // width],
+            b.indices[b.indptr[:-1][element] + t % width])
+
+
+class _PairSet:
+    """A growing symmetric set of (i, j) pairs, kept as unique int64 keys i * n + j."""
+
+    def __init__(self):
+        self.parts = []
+
+    def add(self, i, j):
+        i, j = np.ravel(i).astype(np.int64), np.ravel(j).astype(np.int64)
+        if i.size:
+            self.parts.append((np.minimum(i, j), np.maximum(i, j)))
+        if sum(p[0].size for p in self.parts) > 2 ** 22:
+            self.parts = [self._unique()]
+
+    def _unique(self):
+        if not self.parts:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        i = np.concatenate([p[0] for p in self.parts])
+        j = np.concatenate([p[1] for p in self.parts])
+        width = int(j.max()) + 1
+        return np.divmod(np.unique(i * width + j), width)
+
+    def result(self):
+        """Both triangles, sorted row-major."""
+        i, j = self._unique()
+        rows, cols = np.concatenate([i, j]), np.concatenate([j, i])
+        order = np.lexsort((cols, rows))
+        rows, cols = rows[order], cols[order]
+        keep = np.ones(rows.size, bool)
+        keep[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1])
+        return rows[keep], cols[keep]

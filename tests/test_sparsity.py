@@ -1,0 +1,163 @@
+"""Sparse Jacobians and Hessians: static sparsity detection on the IR
+(ak.ir.passes.sparsity / hessian_sparsity), coloring (ak.ir.passes.color) and the
+compressed evaluation in ak.func (jacobian_sparsity, sparse_jacobian, sparse_hessian).
+Every pattern and value is checked against the dense ak.func.jacfwd / hessian."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import adkit as ak
+
+RNG = np.random.default_rng(0)
+C = np.array([[1.0, 0.0, 2.0], [0.0, 0.0, 3.0]])
+IDX = np.array([2, 0, 1, 1])
+
+
+def _setitem(x):
+    y = x * 1
+    y[0:2] = x[2:4] * 2
+    return y
+
+
+# (name, f, input shape, exact): exact means the pattern equals the dense Jacobian's
+# nonzeros at a random point; otherwise it may hold entries that are zero there (the
+# op's derivative depends on values: where, sort, max) but must never miss one
+PATTERN_CASES = [
+    ("slice_mul", lambda x: x[1:] * x[:-1], (6,), True),
+    ("cat_sum", lambda x: ak.cat([x[1:], x.sum(0, keepdim=True)]), (5,), True),
+    ("broadcast", lambda x: x * x[:, :1], (3, 4), True),
+    ("unary", lambda x: x.exp().sin().tanh() - x.log1p().abs(), (2, 3), True),
+    ("binary_div_pow", lambda x: x / x.flip(0) + x ** 3 + 2 ** x, (4,), True),
+    ("sum_dim", lambda x: x.sum(1), (3, 4), True),
+    ("mean_keepdim", lambda x: x.mean(0, keepdim=True), (3, 4), True),
+    ("prod", lambda x: x.prod(1), (3, 4), True),
+    ("var_logsumexp", lambda x: x.var(0) + x.logsumexp(0), (3, 4), True),
+    ("amax", lambda x: x.amax(1), (3, 4), False),
+    ("matmul", lambda x: x @ x.T, (3, 4), True),
+    ("matmul_const_zeros", lambda x: ak.tensor(C) @ x, (3, 2), True),
+    ("mv", lambda x: x[:, 0] @ x, (3, 3), True),
+    ("mm_bmm", lambda x: ak.bmm(x, x.transpose(1, 2)) + ak.mm(x[0], x[1].T)[None], (2, 2, 2),
+     True),
+    ("dot", lambda x: ak.dot(x, x.flip(0))[None], (3,), True),
+    ("transpose", lambda x: x.transpose(0, 1).exp(), (3, 4), True),
+    ("permute", lambda x: x.permute(2, 0, 1).sin(), (2, 3, 2), True),
+    ("reshape_view_flatten", lambda x: x.reshape(4, 3)[:, 1:].flatten() * x.view(12)[:8],
+     (3, 4), True),
+    ("expand", lambda x: x[:, None].expand(4, 3) * x[None, :3].expand(4, 3), (4,), True),
+    ("squeeze_unsqueeze", lambda x: x.unsqueeze(0).squeeze(0).exp(), (3,), True),
+    ("flip", lambda x: x.flip(0) * x, (5,), True),
+    ("stack", lambda x: ak.stack([x, x.flip(0)], 1), (4,), True),
+    ("split", lambda x: x.split(2)[1] * 3, (6,), True),
+    ("repeat", lambda x: x.repeat(2) * 2, (3,), True),
+    ("gather", lambda x: x.gather(0, ak.tensor(IDX)), (3,), True),
+    ("index_select", lambda x: x.index_select(0, ak.tensor(IDX)), (3,), True),
+    ("index_tensor", lambda x: x[ak.tensor(IDX)], (3,), True),
+    ("index_list", lambda x: x[[0, 2, 2]], (3,), True),
+    ("setitem", _setitem, (5,), True),
+    ("scatter", lambda x: ak.zeros(5, dtype=ak.float64).scatter(0, ak.tensor([0, 3]), x[:2]),
+     (3,), True),
+    ("sum_to_size", lambda x: x.sum_to_size((1, 4)), (3, 4), True),
+    ("softmax", lambda x: ak.softmax(x, 1), (2, 3), True),
+    ("log_softmax", lambda x: ak.log_softmax(x, 0), (2, 3), True),
+    ("sort", lambda x: x.sort(1)[0], (2, 3), False),
+    ("topk", lambda x: x.topk(2, 1)[0], (2, 4), False),
+    ("max_dim", lambda x: x.max(1)[0], (2, 4), False),
+    ("where", lambda x: ak.where(x > 0, x, x.flip(0)), (5,), False),
+    ("comparison_no_derivative", lambda x: (x > 0).to(ak.float64) + x.floor() + x, (3,), True),
+    ("to_dtype", lambda x: x.to(ak.float32).to(ak.float64) * 2, (3,), True),
+    ("clamp_no_rule", lambda x: x.clamp(-0.5, 0.5), (4,), False),
+    ("scan_fallback", lambda x: ak.scan(lambda c, xi: (c * xi, c), x[0], x)[1], (4,), False),
+]
+
+
+def _dense_nonzeros(f, x, n_rows):
+    jac = ak.func.jacfwd(f)(x)
+    return np.asarray(jac._data).reshape(n_rows, -1) != 0
+
+
+@pytest.mark.parametrize("name,f,shape,exact", PATTERN_CASES, ids=[c[0] for c in PATTERN_CASES])
+def test_sparsity_pattern_against_dense_jacobian(name, f, shape, exact):
+    x = ak.tensor(RNG.standard_normal(shape))
+    pattern = ak.ir.passes.sparsity(ak.trace(f, x))
+    dense = _dense_nonzeros(f, x, pattern.shape[0])
+    assert pattern.shape == dense.shape
+    found = pattern.todense()
+    assert not (dense & ~found).any(), f"{name}: the pattern misses nonzeros"
+    if exact:
+        np.testing.assert_array_equal(found, dense)
+    else:  # conservative: allowed to hold more
+        assert found.sum() >= dense.sum()
+
+
+def test_sparsity_pattern_rows_and_cols_are_sorted_int64():
+    pattern = ak.ir.passes.sparsity(ak.trace(lambda x: x[1:] * x[:-1], ak.zeros(5)))
+    assert pattern.rows.dtype == np.int64 and pattern.cols.dtype == np.int64
+    keys = pattern.rows * pattern.shape[1] + pattern.cols
+    assert (np.diff(keys) > 0).all()
+    assert pattern.nnz == 8
+
+
+def test_sparsity_with_respect_to_one_input_and_several_outputs():
+    def f(x, y):
+        return x * y[:3], (y[1:] * 2).exp()
+
+    x, y = ak.tensor(RNG.standard_normal(3)), ak.tensor(RNG.standard_normal(4))
+    graph = ak.trace(f, x, y)
+    wrt_y = ak.ir.passes.sparsity(graph, wrt=1)
+    assert wrt_y.shape == (6, 4)
+    want = np.zeros((6, 4), bool)
+    want[[0, 1, 2], [0, 1, 2]] = True
+    want[[3, 4, 5], [1, 2, 3]] = True
+    np.testing.assert_array_equal(wrt_y.todense(), want)
+    both = ak.ir.passes.sparsity(graph)
+    assert both.shape == (6, 7)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(1, 3), min_size=1, max_size=3),
+       st.lists(st.booleans(), min_size=3, max_size=3), st.integers(0, 2))
+def test_sparsity_of_broadcasting_binary_ops(shape, keep, op_index):
+    """x (the full shape) against y (some dims squeezed to 1, some leading dims
+    dropped): both patterns exact, for add, mul and atan2."""
+    y_shape = tuple(n if k else 1 for n, k in zip(shape, keep))[len(shape) // 2:]
+    op = (ak.add, ak.mul, ak.atan2)[op_index]
+    x = ak.tensor(RNG.standard_normal(shape))
+    y = ak.tensor(RNG.standard_normal(y_shape) + 2.0)
+    graph = ak.trace(lambda a, b: op(a, b).exp(), x, y)
+    for wrt, arg in ((0, x), (1, y)):
+        pattern = ak.ir.passes.sparsity(graph, wrt=wrt)
+        jac = ak.func.jacfwd(lambda a, b: op(a, b).exp(), argnums=wrt)(x, y)
+        dense = np.asarray(jac._data).reshape(pattern.shape) != 0
+        np.testing.assert_array_equal(pattern.todense(), dense)
+
+
+HESSIAN_CASES = [
+    ("separable", lambda x: (x.exp() * x).sum(), (5,)),
+    ("chain", lambda x: (x[1:] * x[:-1]).sum() + (x ** 2).sum(), (6,)),
+    ("linear_parts", lambda x: x.sum() * 3 + (x[:2] * x[2:4]).sum(), (5,)),
+    ("matmul", lambda x: (x[:2] @ x[2:4].T).sin().sum(), (4, 2)),
+    ("dense", lambda x: x.sum() ** 2, (4,)),
+    ("softmax", lambda x: ak.log_softmax(x, 1)[:, 0].sum(), (3, 2)),
+]
+
+
+@pytest.mark.parametrize("name,f,shape", HESSIAN_CASES, ids=[c[0] for c in HESSIAN_CASES])
+def test_hessian_sparsity_never_misses(name, f, shape):
+    x = ak.tensor(RNG.standard_normal(shape))
+    pattern = ak.ir.passes.hessian_sparsity(ak.trace(f, x))
+    n = x.numel()
+    dense = np.asarray(ak.func.hessian(f)(x)._data).reshape(n, n) != 0
+    found = pattern.todense()
+    assert not (dense & ~found).any(), f"{name}: the Hessian pattern misses nonzeros"
+    np.testing.assert_array_equal(found, found.T)
+
+
+def test_hessian_sparsity_is_exact_for_products_and_unary():
+    f = HESSIAN_CASES[1][1]
+    x = ak.tensor(RNG.standard_normal(6))
+    pattern = ak.ir.passes.hessian_sparsity(ak.trace(f, x))
+    dense = np.asarray(ak.func.hessian(f)(x)._data) != 0
+    np.testing.assert_array_equal(pattern.todense(), dense)  # tridiagonal
+    linear = ak.ir.passes.hessian_sparsity(ak.trace(lambda x: (x * 3).sum(), x))
+    assert linear.nnz == 0

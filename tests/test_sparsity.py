@@ -161,3 +161,64 @@ def test_hessian_sparsity_is_exact_for_products_and_unary():
     np.testing.assert_array_equal(pattern.todense(), dense)  # tridiagonal
     linear = ak.ir.passes.hessian_sparsity(ak.trace(lambda x: (x * 3).sum(), x))
     assert linear.nnz == 0
+
+
+# ---------------------------------------------------------------- coloring
+def _random_pattern(n_rows, n_cols, density, seed, symmetric=False):
+    rng = np.random.default_rng(seed)
+    mask = rng.random((n_rows, n_cols)) < density
+    if symmetric:
+        mask = mask | mask.T | np.eye(n_rows, dtype=bool)
+    return ak.func.SparsityPattern.from_dense(mask)
+
+
+def _is_star_coloring_brute_force(mask, colors):
+    """Neighbors differ, and no path a - b - c - d (distinct) is two-colored."""
+    n = mask.shape[0]
+    adj = mask & ~np.eye(n, dtype=bool)
+    if any(colors[i] == colors[j] for i, j in zip(*np.nonzero(adj))):
+        return False
+    for b, c in zip(*np.nonzero(adj)):
+        for a in np.nonzero(adj[b])[0]:
+            for d in np.nonzero(adj[c])[0]:
+                if len({a, b, c, d}) == 4 and colors[a] == colors[c] and colors[b] == colors[d]:
+                    return False
+    return True
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 12), st.floats(0.0, 0.8), st.integers(0, 10 ** 6))
+def test_column_and_row_colorings_are_valid(n_rows, n_cols, density, seed):
+    pattern = _random_pattern(n_rows, n_cols, density, seed)
+    dense = pattern.todense()
+    for kind in ("column", "row"):
+        colors = ak.ir.passes.color(pattern, kind)
+        assert colors.dtype == np.int64
+        assert ak.ir.passes.check_coloring(pattern, colors, kind)
+        lines = dense if kind == "column" else dense.T
+        for line in lines:  # independent check: no row holds two columns of one color
+            used = colors[np.nonzero(line)[0]]
+            assert len(set(used)) == used.size
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 10), st.floats(0.0, 0.7), st.integers(0, 10 ** 6))
+def test_star_coloring_is_valid(n, density, seed):
+    pattern = _random_pattern(n, n, density, seed, symmetric=True)
+    colors = ak.ir.passes.color(pattern, "star")
+    assert _is_star_coloring_brute_force(pattern.todense(), colors)
+    assert ak.ir.passes.check_coloring(pattern, colors, "star")
+
+
+def test_check_coloring_rejects_invalid_colorings():
+    tridiagonal = ak.func.SparsityPattern.from_dense(
+        np.eye(6, dtype=bool) | np.eye(6, k=1, dtype=bool) | np.eye(6, k=-1, dtype=bool))
+    assert ak.ir.passes.color(tridiagonal).max() + 1 == 3
+    assert not ak.ir.passes.check_coloring(tridiagonal, np.zeros(6, np.int64))
+    alternating = np.arange(6) % 2  # distance-1 valid, but 0-1-2-3 has two colors
+    assert not ak.ir.passes.check_coloring(tridiagonal, alternating, "star")
+    assert not _is_star_coloring_brute_force(tridiagonal.todense(), alternating)
+    with pytest.raises(ValueError, match="kind"):
+        ak.ir.passes.color(tridiagonal, "diagonal")
+    with pytest.raises(TypeError, match="SparsityPattern"):
+        ak.ir.passes.color(np.eye(3))

@@ -4,7 +4,9 @@ from ._autodiff import (grad, grad_and_value, hessian, jacfwd, jacrev, jvp, line
                         vjp)
 from ._vmap import BatchedTensor, BatchInterpreter, vmap
 from .checkpoint import checkpoint
+from .sparse_types import SparseMatrix, SparsityPattern
 from .jacobian import jacobian
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "vmap", "jacrev", "jacfwd", "jacobian", "hessian",
            "linearize", "checkpoint", "BatchedTensor", "BatchInterpreter"]
+__all__ += ["SparsityPattern", "SparseMatrix"]

@@ -22,6 +22,7 @@ from .bodies import map_bodies, recursive
 from .cleanup import pipeline
 from .fuse import FusedKernel
 from .remat import remat
+from .coloring import check_coloring, color
 from .sparsity import hessian_sparsity, sparsity
 from .where_lint import Diagnostic, lint_where, safe_where
 
@@ -38,3 +39,4 @@ __all__ = ["vjp", "jvp", "vmap", "remat", "dce", "cse", "fold_constants", "simpl
            "fuse", "FusedKernel", "decompose", "inline_calls", "pipeline", "map_bodies", "recursive",
            "lint_where", "safe_where", "Diagnostic"]
 __all__ += ["sparsity", "hessian_sparsity"]
+__all__ += ["color", "check_coloring"]

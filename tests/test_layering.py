@@ -28,6 +28,8 @@ UPWARD_CALLS = {  # (importing module, imported module)
     ("adkit.tensor", "adkit.autograd.engine"),  # Tensor.backward runs the engine
     ("adkit.tensor", "adkit.autograd.grad_mode"),  # numpy() is allowed under no_grad
     ("adkit.autograd.gradcheck", "adkit.func"),  # check_batched_grad runs ak.func.vmap
+    ("adkit.func.sparse", "adkit.ir.trace"),  # sparse_jacobian traces f for its pattern
+    ("adkit.func.sparse", "adkit.ir.passes"),  # ... and detects and colors it there
 }
 HARD_LINE_CAP = 800
 

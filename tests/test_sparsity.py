@@ -222,3 +222,154 @@ def test_check_coloring_rejects_invalid_colorings():
         ak.ir.passes.color(tridiagonal, "diagonal")
     with pytest.raises(TypeError, match="SparsityPattern"):
         ak.ir.passes.color(np.eye(3))
+
+
+# ---------------------------------------------------------------- sparse derivatives
+def _brusselator(n, alpha=10.0, a=3.4, b=1.0):
+    """The 2-D Brusselator's right-hand side on an n x n periodic grid (u and v fields,
+    2 n^2 unknowns, as in SparseDiffTools' documentation, at t = 0: no forcing)."""
+    scale = alpha * (n - 1) ** 2
+
+    def laplacian(w):
+        return (ak.cat([w[-1:], w[:-1]], 0) + ak.cat([w[1:], w[:1]], 0)
+                + ak.cat([w[:, -1:], w[:, :-1]], 1) + ak.cat([w[:, 1:], w[:, :1]], 1) - 4 * w)
+
+    def rhs(x):
+        u = x.reshape(n, n, 2)
+        uu, vv = u[..., 0], u[..., 1]
+        uuv = uu * uu * vv
+        du = scale * laplacian(uu) + b + uuv - (a + 1) * uu
+        dv = scale * laplacian(vv) + a * uu - uuv
+        return ak.stack([du, dv], -1).reshape(-1)
+    return rhs
+
+
+def _chain(x):
+    return ak.cat([x[1:] * x[:-1] + x[1:].sin(), x[:2] ** 2, (x * 2).sum(0, keepdim=True)])
+
+
+@pytest.mark.parametrize("mode", ["auto", "fwd", "rev"])
+@pytest.mark.parametrize("f,shape", [(_chain, (7,)), (_brusselator(4), (32,)),
+                                     (lambda x: (ak.tensor(C) @ x).tanh(), (3, 2))],
+                         ids=["chain", "brusselator", "const_matmul"])
+def test_sparse_jacobian_matches_jacfwd(f, shape, mode):
+    x = ak.tensor(RNG.standard_normal(shape))
+    jac = ak.func.sparse_jacobian(f, mode=mode)(x)
+    assert isinstance(jac, ak.func.SparseMatrix)
+    dense = np.asarray(ak.func.jacfwd(f)(x)._data).reshape(jac.shape)
+    np.testing.assert_allclose(jac.todense().numpy(), dense, rtol=1e-13, atol=1e-13)
+    assert jac.values.shape == (jac.nnz,)
+
+
+def test_sparse_jacobian_of_several_arguments_and_a_given_pattern():
+    def f(a, b):
+        return a * b[:3] + b[1:].exp()
+
+    a, b = ak.tensor(RNG.standard_normal(3)), ak.tensor(RNG.standard_normal(4))
+    ja, jb = ak.func.jacfwd(f, argnums=(0, 1))(a, b)
+    want = np.concatenate([ja.numpy(), jb.numpy()], 1)
+    for mode in ("fwd", "rev"):
+        jac = ak.func.sparse_jacobian(f, argnums=(0, 1), mode=mode)(a, b)
+        np.testing.assert_allclose(jac.todense().numpy(), want, rtol=1e-14)
+    pattern = ak.func.jacobian_sparsity(f, a, b, argnums=1)
+    assert pattern.shape == (3, 4) and pattern.nnz == 6
+    given_pattern = ak.func.SparsityPattern.from_dense(np.ones((3, 4)))  # denser is fine
+    jac = ak.func.sparse_jacobian(f, argnums=1, sparsity=given_pattern)(a, b)
+    np.testing.assert_allclose(jac.todense().numpy(), jb.numpy(), rtol=1e-14)
+
+
+def test_brusselator_pattern_colors_and_values():
+    n = 8
+    f = _brusselator(n)
+    x = ak.tensor(RNG.random(2 * n * n))
+    pattern = ak.func.jacobian_sparsity(f, x)
+    dense = np.asarray(ak.func.jacfwd(f)(x)._data) != 0
+    np.testing.assert_array_equal(pattern.todense(), dense)
+    colors = ak.ir.passes.color(pattern, "column")
+    assert ak.ir.passes.check_coloring(pattern, colors)
+    assert colors.max() + 1 <= 12
+    jac = ak.func.sparse_jacobian(f)(x)
+    np.testing.assert_allclose(jac.todense().numpy(), ak.func.jacfwd(f)(x).numpy(),
+                               rtol=1e-13, atol=1e-9)
+
+
+HESSIAN_FUNCTIONS = [
+    ("chain", lambda x: (x[1:] * x[:-1]).exp().sum() + (x ** 3).sum(), (7,)),
+    ("arrow", lambda x: (x[0] * x[1:]).sin().sum() + (x ** 2).sum(), (6,)),
+    ("rosenbrock", lambda x: (100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2).sum(),
+     (8,)),
+    ("grid", lambda x: (x[1:] * x[:-1]).sum() + (x[:, 1:] * x[:, :-1]).tanh().sum(), (3, 4)),
+]
+
+
+@pytest.mark.parametrize("name,f,shape", HESSIAN_FUNCTIONS,
+                         ids=[h[0] for h in HESSIAN_FUNCTIONS])
+def test_sparse_hessian_matches_hessian(name, f, shape):
+    x = ak.tensor(RNG.standard_normal(shape))
+    hess = ak.func.sparse_hessian(f)(x)
+    n = x.numel()
+    dense = np.asarray(ak.func.hessian(f)(x)._data).reshape(n, n)
+    np.testing.assert_allclose(hess.todense().numpy(), dense, rtol=1e-12, atol=1e-12)
+    found = ak.ir.passes.hessian_sparsity(ak.trace(f, x)).todense()
+    assert not ((dense != 0) & ~found).any()
+
+
+def test_sparse_hessian_uses_fewer_colors_than_columns_on_an_arrow():
+    f = HESSIAN_FUNCTIONS[1][1]
+    x = ak.tensor(RNG.standard_normal(12))
+    pattern = ak.ir.passes.hessian_sparsity(ak.trace(f, x))
+    colors = ak.ir.passes.color(pattern, "star")
+    assert ak.ir.passes.check_coloring(pattern, colors, "star")
+    assert colors.max() + 1 == 2  # the hub, then every leaf (a column coloring needs 12)
+    assert ak.ir.passes.color(pattern, "column").max() + 1 == 12
+
+
+def test_sparse_jacobian_and_hessian_compose_with_jit():
+    f = _brusselator(4)
+    x = ak.tensor(RNG.random(32))
+    jitted = ak.jit(ak.func.sparse_jacobian(f))
+    for _ in range(2):  # compile, then the cached compiled function
+        jac = jitted(x)
+        assert isinstance(jac, ak.func.SparseMatrix)
+        np.testing.assert_allclose(jac.todense().numpy(), ak.func.jacfwd(f)(x).numpy(),
+                                   rtol=1e-13, atol=1e-9)
+    g = HESSIAN_FUNCTIONS[0][1]
+    y = ak.tensor(RNG.standard_normal(7))
+    hess = ak.jit(ak.func.sparse_hessian(g))(y)
+    np.testing.assert_allclose(hess.todense().numpy(), ak.func.hessian(g)(y).numpy(),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_sparse_jacobian_traced_needs_no_values():
+    graph = ak.trace(ak.func.sparse_jacobian(_chain), ak.zeros(7, dtype=ak.float64))
+    assert len(graph.outputs) == 1  # the values; rows, cols and shape are static
+    x = ak.tensor(RNG.standard_normal(7))
+    (values,) = ak.ir.passes.dce(graph)(x)[:1]
+    want = ak.func.sparse_jacobian(_chain)(x)
+    np.testing.assert_allclose(values.numpy(), want.values.numpy(), rtol=1e-14)
+
+
+def test_sparse_matrix_to_scipy():
+    scipy_sparse = pytest.importorskip("scipy.sparse")
+    x = ak.tensor(RNG.standard_normal(7))
+    jac = ak.func.sparse_jacobian(_chain)(x)
+    converted = jac.to_scipy()
+    assert isinstance(converted, scipy_sparse.csr_matrix)
+    np.testing.assert_allclose(converted.toarray(), jac.todense().numpy())
+
+
+def test_sparse_derivatives_reject_bad_input():
+    x = ak.tensor(RNG.standard_normal(4))
+    with pytest.raises(TypeError, match="single tensor"):
+        ak.func.sparse_jacobian(lambda x: (x, x))(x)
+    with pytest.raises(TypeError, match="single tensor"):
+        ak.func.sparse_jacobian(lambda x: 3.0)(x)
+    with pytest.raises(TypeError, match="must be a tensor"):
+        ak.func.sparse_jacobian(lambda x: x)(np.ones(3).tolist())
+    with pytest.raises(TypeError, match="scalar"):
+        ak.func.sparse_hessian(lambda x: x * x)(x)
+    with pytest.raises(ValueError, match="mode"):
+        ak.func.sparse_jacobian(lambda x: x, mode="sideways")
+    with pytest.raises(ValueError, match="shape"):
+        wrong = ak.func.SparsityPattern.from_dense(np.ones((2, 2)))
+        ak.func.sparse_jacobian(lambda x: x.exp(), sparsity=wrong)(x)

@@ -67,12 +67,16 @@ def _check_size(n_pairs):
                           "for one value: the Jacobian is too dense for sparse methods")
 
 
-def _from_pairs(n, rows, cols):
-    """Deps of n elements from (element, input element) pairs, repeats dropped."""
+def _from_pairs(n, rows, cols, presorted_runs=False):
+    """Deps of n elements from (element, input element) pairs, repeats dropped.
+    `presorted_runs`: the pairs are a few runs each sorted by (element, input), which
+    a stable sort merges in linear time."""
     if rows.size == 0:
         return Deps.empty(n)
     width = int(cols.max()) + 1
-    keys = np.unique(rows * width + cols)
+    keys = np.sort(rows * width + cols, kind="stable" if presorted_runs else None)
+    if keys.size > 1:
+        keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
     rows, cols = np.divmod(keys, width)
     indptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
@@ -83,20 +87,33 @@ def _union(deps_list, n):
     deps_list = [d for d in deps_list if d.nnz]
     if not deps_list:
         return Deps.empty(n)
-    if len(deps_list) == 1:
+    if all(d is deps_list[0] for d in deps_list):  # one argument, or x * x
         return deps_list[0]
     return _from_pairs(n, np.concatenate([d.rows() for d in deps_list]),
-                       np.concatenate([d.indices for d in deps_list]))
+                       np.concatenate([d.indices for d in deps_list]), presorted_runs=True)
 
 
 def _compose(link, deps, n):
     """The Deps of n result elements that read `deps`'s elements as `link` says."""
     dst, src = link
-    gathered = deps.gather(np.asarray(src, np.int64).reshape(-1))
+    src = np.asarray(src, np.int64).reshape(-1)
     if dst is None:
-        return gathered
-    return _from_pairs(n, np.repeat(np.asarray(dst, np.int64), gathered.lengths()),
-                       gathered.indices)
+        return deps.gather(src)
+    dst = np.asarray(dst, np.int64).reshape(-1)
+    if dst.size <= n and np.bincount(dst, minlength=n).max(initial=0) <= 1:
+        return _scattered(deps, dst, src, n)  # a move: each result reads one element
+    gathered = deps.gather(src)
+    return _from_pairs(n, np.repeat(dst, gathered.lengths()), gathered.indices)
+
+
+def _scattered(deps, dst, src, n):
+    """Result element dst[k] reads element src[k] (no dst twice); the others nothing."""
+    lengths = np.zeros(n, np.int64)
+    lengths[dst] = deps.lengths()[src]
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    gathered = deps.gather(src[np.argsort(dst, kind="stable")])
+    return Deps(indptr, gathered.indices)
 
 
 def _everything(deps, n):

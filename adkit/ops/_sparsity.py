@@ -135,6 +135,32 @@ def _links_of_numbers(result, ranges):
     return links
 
 
+def scattered_add(x, dim, index, src):
+    """y = x with src added at index along dim (scatter_add): y reads x one-to-one, and
+    the element of src at position c lands at c with c[dim] replaced by index[c]."""
+    if index.value is None or x.ndim == 0:
+        return None
+    index_value = np.asarray(index.value)
+    coords = list(np.indices(index_value.shape))
+    src_at = np.ravel_multi_index(coords, src.shape)
+    coords[dim % x.ndim] = index_value
+    dst = np.ravel_multi_index(coords, x.shape)
+    return {0: (None, np.arange(x.size, dtype=np.int64)),
+            3: (dst.reshape(-1), src_at.reshape(-1))}
+
+
+def index_added(x, dim, index, source):
+    """y = x with source's slice i added at index[i] along dim (index_add)."""
+    if index.value is None or x.ndim == 0:
+        return None
+    d = dim % x.ndim
+    coords = list(np.indices(source.shape))
+    coords[d] = np.asarray(index.value).reshape(-1)[coords[d]]
+    dst = np.ravel_multi_index(coords, x.shape)
+    return {0: (None, np.arange(x.size, dtype=np.int64)),
+            3: (dst.reshape(-1), np.arange(source.size, dtype=np.int64))}
+
+
 def contraction(x, y):
     """z = x @ y with numpy's matmul rules (1-D operands promoted, batch dims
     broadcast): z[..., i, j] reads x[..., i, k] and y[..., k, j] for every k, except

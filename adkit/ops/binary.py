@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import dtypes
 from ..tensor import Tensor, zeros_like
+from . import _sparsity
 from ._families import MATH_CALL_NS, ArrayFunction, BinaryElementwise, public
 from ._helpers import (cast_result, float_cast_result, load_mixed, save_mixed, shape_of,
                        sum_to)
@@ -352,6 +353,7 @@ class Clamp(ArrayFunction):
     """y = min(max(x, min), max); min and max may be None, numbers or tensors.
     grad_x = grad where min <= x <= max; grad_min = grad where x < min < max;
     grad_max = grad where x > max or max < min (PyTorch's clamp_backward_min_max)."""
+    sparsity = classmethod(lambda cls, *args: _sparsity.elementwise(args))  # sparsity rule
     public_name = "clamp"
     aliases = ("clip",)
 

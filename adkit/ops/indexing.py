@@ -253,7 +253,7 @@ class IndexScatter(ArrayFunction):
         """Sparsity rule: a basic key writes each element once (moved); an advanced
         one may add repeats up: unknown."""
         return _sparsity.moved(cls, g, shape, key, basic) if basic else None
-    
+
     curvature = "linear"
 
     @classmethod

@@ -186,6 +186,9 @@ class Gather(ArrayFunction):
 class ScatterAdd(ArrayFunction):
     """y = copy of x with y[i with i[dim] = index[i]] += src[i] for each i in index;
     grad_x = grad_out,  grad_src = gather(grad_out, dim, index) (zero past index)."""
+    sparsity = classmethod(lambda cls, x, dim, index, src:  # sparsity rule
+                           _sparsity.scattered_add(x, dim, index, src))
+    curvature = "linear"
     public_name = "scatter_add"
 
     @staticmethod
@@ -380,6 +383,12 @@ def _scatter_index_add(x, d, index, bdim, source, alpha):
 class IndexAdd(ArrayFunction):
     """y = copy of x with y[..., index[i], ...] += alpha * source[..., i, ...] along dim;
     grad_x = grad_out,  grad_source = alpha * index_select(grad_out, dim, index)."""
+    @classmethod
+    def sparsity(cls, x, dim, index, source, alpha=1):
+        """Sparsity rule: x one-to-one, source slices added at index along dim."""
+        return _sparsity.index_added(x, dim, index, source)
+
+    curvature = "linear"
     public_name = "index_add"
 
     @staticmethod

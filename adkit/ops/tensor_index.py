@@ -193,7 +193,7 @@ class IndexPutTensor(ArrayFunction):
         if accumulate:
             return None
         return _sparsity.moved(cls, x, values, basic, positions, accumulate, *indices)
-    
+
     curvature = "linear"
     public_name = "index_put"
 

@@ -10,6 +10,7 @@ give the default float dtype, as in PyTorch; abs, sign, relu keep the dtype.
 import numpy as np
 
 from .. import dtypes
+from . import _sparsity
 from ._families import MATH_CALL_NS, ArrayFunction, UnaryElementwise
 from ._helpers import as_float_array
 from .comparison import Where, not_implemented_for
@@ -436,6 +437,7 @@ class Relu(UnaryElementwise):
 class Softplus(ArrayFunction):
     """y = log(1 + exp(beta x)) / beta, or x where beta x > threshold (PyTorch's
     softplus);  dy/dx = sigmoid(beta x), or 1 where beta x > threshold."""
+    sparsity = classmethod(lambda cls, *args: _sparsity.elementwise(args))  # sparsity rule
     public_name = "softplus"
     variants = ("function",)
 
@@ -478,6 +480,7 @@ class Softplus(ArrayFunction):
 
 class Neg(UnaryElementwise):
     """y = -x;  dy/dx = -1."""
+    curvature = "linear"  # for the Hessian sparsity pass
     public_name = "neg"
     aliases = ("negative",)
 

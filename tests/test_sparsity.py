@@ -70,7 +70,6 @@ PATTERN_CASES = [
     ("softplus_neg", lambda x: -ak.nn.functional.softplus(x * 2), (4,), True),
     ("scatter_add", lambda x: x[:4].scatter_add(0, ak.tensor([0, 0, 3]), x[3:] * 2), (6,), True),
     ("index_add", lambda x: x[:, :3].index_add(1, ak.tensor([2, 0]), x[:, 3:]), (2, 5), True),
-    ("scan_fallback", lambda x: ak.scan(lambda c, xi: (c * xi, c), x[0], x)[1], (4,), False),
 ]
 
 
@@ -119,16 +118,38 @@ def test_sparsity_fallback_reads_everything():
     assert pattern.todense().all()
 
 
-@pytest.mark.xfail(reason="scan, while_loop and cond have no sparsity rule over their "
-                          "bodies yet: the pass falls back to every output reading every "
-                          "input (conservative, not exact)", strict=True)
-def test_sparsity_through_scan_bodies_is_exact():
-    def f(x):
-        return ak.scan(lambda c, xi: (c, xi * 2), x[0], x)[1]  # elementwise in x
+W3 = RNG.standard_normal((3, 3))
 
-    x = ak.tensor(RNG.standard_normal(4))
-    pattern = ak.ir.passes.sparsity(ak.trace(f, x))
-    np.testing.assert_array_equal(pattern.todense(), np.eye(4, dtype=bool))
+LOOP_CASES = [  # (name, f, shape, exact)
+    ("scan_elementwise", lambda x: ak.scan(lambda c, xi: (c, xi * 2), x[0], x)[1], (4,), True),
+    ("scan_cumprod", lambda x: ak.scan(lambda c, xi: (c * xi, c), x[0], x)[1], (4,), True),
+    ("scan_reverse", lambda x: ak.scan(lambda c, xi: (c + xi.sin(), c * xi), x[0], x,
+                                       reverse=True)[1], (5,), True),
+    ("scan_final_carry", lambda x: ak.scan(lambda c, xi: (c * xi, c), x[0], x)[0][None],
+     (4,), True),
+    ("scan_rows", lambda x: ak.scan(lambda c, xi: (c.flip(0) * xi, c[0] + xi), x[0], x)[1],
+     (4, 2), True),
+    ("scan_closure", lambda x: ak.scan(lambda c, xi: ((ak.tensor(W3) * x[0]) @ c + xi, c),
+                                       x[0], x)[1], (4, 3), True),
+    ("fori_loop", lambda x: ak.fori_loop(0, 3, lambda i, c: c[[1, 2, 0]] * c, x), (3,), True),
+    ("cond_either_branch", lambda x: ak.cond(x.sum() > 0, lambda a: a * 2,
+                                             lambda a: a.flip(0), x), (3,), False),
+    ("while_loop_fallback", lambda x: ak.while_loop(lambda c: c[0] < 10, lambda c: c * 2, x),
+     (3,), False),
+]
+
+
+@pytest.mark.parametrize("name,f,shape,exact", LOOP_CASES, ids=[c[0] for c in LOOP_CASES])
+def test_sparsity_through_loops_and_branches(name, f, shape, exact):
+    test_sparsity_pattern_against_dense_jacobian(name, f, shape, exact)
+
+
+def test_sparsity_of_while_loop_is_all_dependent():
+    """while_loop's trip count is a value, so it has no rule: every element of its
+    results reads every element of its float arguments."""
+    f = LOOP_CASES[-1][1]
+    pattern = ak.ir.passes.sparsity(ak.trace(f, ak.zeros(3, dtype=ak.float64)))
+    assert pattern.todense().all()
 
 
 def test_sparsity_pattern_rows_and_cols_are_sorted_int64():

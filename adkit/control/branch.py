@@ -31,6 +31,7 @@ from ._common import (
 )
 from .body import fresh, trace_body
 from .derive import call, graph_of, jvp_parts, vjp_parts, vmap_graph
+from .sparsity_rules import switch_sparsity
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -65,6 +66,11 @@ class Switch(PlanOp):
             raise ValueError("switch: the index must be an integer 0-d tensor")
         plan.check_arguments(arrays, plan.input_specs(), "switch")
         return tuple(plan.output_specs())
+
+    @classmethod
+    def sparsity(cls, plan, index, *operands):
+        """Sparsity rule: what any branch reads (sparsity_rules.py)."""
+        return switch_sparsity(plan, index, operands)
 
     @staticmethod
     def backward(ctx, *cts):

@@ -36,6 +36,7 @@ from ._common import (
 from .body import fresh, is_tensor, trace_body
 from .checkpoint import ScanCheckpointGrad, snapshots
 from .derive import call, graph_of, jvp_parts, split, split_vjp, vjp_parts, vmap_graph
+from .sparsity_rules import scan_sparsity
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -121,6 +122,11 @@ class Scan(PlanOp):
     def infer(plan, *arrays):
         plan.check_arguments(arrays, plan.argument_specs(), "scan")
         return tuple(plan.output_specs())
+
+    @classmethod
+    def sparsity(cls, plan, *operands):
+        """Sparsity rule: the body's sets carried step by step (sparsity_rules.py)."""
+        return scan_sparsity(plan, operands)
 
     @staticmethod
     def backward(ctx, *cts):

@@ -183,13 +183,20 @@ def _propagate(graph, wrt, on_node=None):
     """(Deps of each output, number of input elements): input elements are numbered
     through the `wrt` inputs (float inputs only; None: all), flattened and concatenated."""
     graph = cleanup.fold_constants(graph)  # constant indices become visible to rules
-    inputs = graph.inputs
-    wrt = range(len(inputs)) if wrt is None else wrt
-    first, n_cols = {}, 0
-    for i in wrt:
-        spec = graph.specs_of(inputs[i])[0]
-        first[inputs[i]] = n_cols
-        n_cols += _size(spec)
+    wrt = set(range(len(graph.inputs)) if wrt is None else wrt)
+    input_deps, n_cols = [], 0
+    for i, spec in enumerate(graph.input_specs()):
+        size = _size(spec)
+        if i in wrt and _is_float(spec):
+            input_deps.append(Deps.identity(size, n_cols))
+        else:
+            input_deps.append(Deps.empty(size))
+        n_cols += size if i in wrt else 0
+    return _run(graph, input_deps, on_node), n_cols
+
+
+def _run(graph, input_deps, on_node=None):
+    """Deps of each output of `graph` when its inputs carry `input_deps`."""
     env, outputs = {}, {}
     for n in graph.topo_order():
         data = graph.nx.nodes[n]
@@ -199,11 +206,48 @@ def _propagate(graph, wrt, on_node=None):
         elif kind == "output":
             (_, u, out), = graph.args_of(n)
             outputs[data["index"]] = env[u][out]
+        elif kind == "input":
+            env[n] = [input_deps[data["index"]]]
         else:
-            size = _size(graph.specs_of(n)[0])
-            live = n in first and _is_float(graph.specs_of(n)[0])
-            env[n] = [Deps.identity(size, first[n]) if live else Deps.empty(size)]
-    return [outputs[i] for i in range(len(outputs))], n_cols
+            env[n] = [Deps.empty(_size(graph.specs_of(n)[0]))]
+    return [outputs[i] for i in range(len(outputs))]
+
+
+def body_deps(body, input_deps):
+    """Deps of each output of a loop's or branch's body graph whose inputs carry
+    `input_deps` (one Deps per input): how the sparsity rules of loops and branches
+    (adkit/control/sparsity_rules.py) see through their bodies."""
+    return _run(body, input_deps)
+
+
+def numbered(sizes, live):
+    """Deps numbering the elements of values of these sizes one after the other (an
+    op's operands, for its rule): identity for the live ones, empty for the others."""
+    starts = np.cumsum([0] + list(sizes))
+    return [Deps.identity(n, int(s)) if keep else Deps.empty(n)
+            for n, s, keep in zip(sizes, starts, live)]
+
+
+def as_links(deps, sizes, positions):
+    """A rule's links ({position: (dst, src)}) from the Deps of one result over
+    operands numbered by `numbered(sizes, ...)`, operand k at argument positions[k]."""
+    starts = np.cumsum([0] + list(sizes))
+    rows, cols = deps.rows(), deps.indices
+    links = {}
+    for k, pos in enumerate(positions):
+        inside = (cols >= starts[k]) & (cols < starts[k + 1])
+        links[pos] = (rows[inside], cols[inside] - starts[k])
+    return links
+
+
+def stacked(deps_list):
+    """One Deps whose elements are those of each Deps in turn (a stack, a concat)."""
+    if len(deps_list) == 1:
+        return deps_list[0]
+    starts = np.cumsum([0] + [d.nnz for d in deps_list])
+    indptr = np.concatenate([[0]] + [d.indptr[1:] + s for d, s in zip(deps_list, starts)])
+    indices = np.concatenate([np.zeros(0, np.int64)] + [d.indices for d in deps_list])
+    return Deps(indptr.astype(np.int64), indices)
 
 
 def _wrt_list(graph, wrt):
@@ -223,18 +267,8 @@ def sparsity(graph, wrt=None):
     numbered `wrt` (an int or a sequence; None: all inputs), flattened and concatenated.
     Conservative: an entry left out is zero at every point."""
     outputs, n_cols = _propagate(graph, _wrt_list(graph, wrt))
-    deps = _union_stacked(outputs)
+    deps = stacked(outputs)
     return SparsityPattern((deps.indptr.size - 1, n_cols), deps.rows(), deps.indices)
-
-
-def _union_stacked(deps_list):
-    """One Deps whose elements are those of each Deps in turn."""
-    if len(deps_list) == 1:
-        return deps_list[0]
-    starts = np.cumsum([0] + [d.nnz for d in deps_list])
-    indptr = np.concatenate([[0]] + [d.indptr[1:] + s for d, s in zip(deps_list, starts)])
-    indices = np.concatenate([np.zeros(0, np.int64)] + [d.indices for d in deps_list])
-    return Deps(indptr.astype(np.int64), indices)
 
 
 def hessian_sparsity(graph, wrt=None):

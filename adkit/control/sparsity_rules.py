@@ -1,0 +1,74 @@
+"""Sparsity rules of the loop and branch ops: the sparsity pass run through their bodies.
+
+Owns: `scan_sparsity` (the body's sets carried step by step: exact per step, for loops
+of up to MAX_STEP_NODES body nodes in all) and `switch_sparsity` (the union over the
+branches, or the one branch a constant index picks). Each returns what an op's
+`sparsity` rule returns (ops/_sparsity.py): per result, {argument position: (dst, src)}.
+`while_loop` has none: its trip count is a value (the pass then assumes every result
+reads every element). Does not: propagate through graphs itself (ir/passes/sparsity.py).
+"""
+import numpy as np
+
+from ..ir.passes.sparsity import Deps, as_links, body_deps, numbered, stacked
+
+# steps x body nodes beyond which a scan's rule gives up (unknown: all-dependent)
+# rather than spend seconds stepping through the body
+MAX_STEP_NODES = 20_000
+
+
+def _operand_deps(operands):
+    sizes = [a.size for a in operands]
+    live = [a.dtype.kind in "fc" for a in operands]
+    return sizes, numbered(sizes, live)
+
+
+def scan_sparsity(plan, operands):
+    """Operands: (consts..., carries..., xs...) at argument positions 1, 2, ...; results:
+    (final carries..., stacked ys..., stacked history...)."""
+    if plan.length * max(len(plan.body), 1) > MAX_STEP_NODES:
+        return None
+    sizes, deps = _operand_deps(operands)
+    nc, nk = plan.n_consts, plan.n_carry
+    consts, carry, xs = deps[:nc], deps[nc:nc + nk], deps[nc + nk:]
+    x_sizes = [s // max(plan.length, 1) for s in sizes[nc + nk:]]
+    ys = [[None] * plan.length for _ in range(plan.n_ys)]
+    history = [[None] * plan.length for _ in range(nk)]
+    for i in plan.steps():
+        slices = [x.gather(np.arange(i * m, (i + 1) * m, dtype=np.int64))
+                  for x, m in zip(xs, x_sizes)]
+        for h, c in zip(history, carry):
+            h[i] = c
+        outs = body_deps(plan.body, consts + carry + slices)
+        carry = outs[:nk]
+        for y, o in zip(ys, outs[nk:]):
+            y[i] = o
+    results = carry + [_stack(y, spec) for y, spec in zip(ys, plan.output_specs()[nk:])]
+    if plan.history:
+        results += [_stack(h, spec) for h, spec in
+                    zip(history, plan.output_specs()[nk + plan.n_ys:])]
+    positions = range(1, len(operands) + 1)
+    return tuple(as_links(r, sizes, positions) for r in results)
+
+
+def _stack(per_step, spec):
+    if not per_step:  # a scan of length 0
+        return Deps.empty(int(np.prod(spec.shape, dtype=np.int64)))
+    return stacked(per_step)
+
+
+def switch_sparsity(plan, index, operands):
+    """Operands at argument positions 2, 3, ... (the index, at 1, carries no
+    derivative): each result reads what it reads in any branch the index may pick."""
+    branches = plan.branches
+    if index.value is not None:
+        branches = [branches[int(np.clip(int(index.value), 0, len(branches) - 1))]]
+    sizes, deps = _operand_deps(operands)
+    per_branch = [body_deps(branch, deps) for branch in branches]
+    positions = range(2, len(operands) + 2)
+    results = []
+    for outs in zip(*per_branch):
+        links = [as_links(d, sizes, positions) for d in outs]
+        results.append({pos: (np.concatenate([l[pos][0] for l in links]),
+                              np.concatenate([l[pos][1] for l in links]))
+                        for pos in positions})
+    return tuple(results)

@@ -39,6 +39,9 @@ PATTERN_CASES = [
     ("mv", lambda x: x[:, 0] @ x, (3, 3), True),
     ("mm_bmm", lambda x: ak.bmm(x, x.transpose(1, 2)) + ak.mm(x[0], x[1].T)[None], (2, 2, 2),
      True),
+    ("einsum", lambda x: ak.einsum("ij,jk->ik", x, x.T.exp())
+     + ak.einsum("ii->i", x[:, :3])[:, None], (3, 4), True),
+    ("einsum_three", lambda x: ak.einsum("i,ij,j->i", x[0], x, x[1]), (3, 3), True),
     ("dot", lambda x: ak.dot(x, x.flip(0))[None], (3,), True),
     ("transpose", lambda x: x.transpose(0, 1).exp(), (3, 4), True),
     ("permute", lambda x: x.permute(2, 0, 1).sin(), (2, 3, 2), True),
@@ -200,6 +203,7 @@ HESSIAN_CASES = [
     ("linear_parts", lambda x: x.sum() * 3 + (x[:2] * x[2:4]).sum(), (5,)),
     ("matmul", lambda x: (x[:2] @ x[2:4].T).sin().sum(), (4, 2)),
     ("dense", lambda x: x.sum() ** 2, (4,)),
+    ("einsum_three", lambda x: ak.einsum("i,ij,j->", x[0], x, x[2]), (3, 3)),
     ("softmax", lambda x: ak.log_softmax(x, 1)[:, 0].sum(), (3, 2)),
 ]
 

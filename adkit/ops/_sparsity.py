@@ -185,6 +185,30 @@ def contraction(x, y):
             1: (out_g[keep_y], np.broadcast_to(yi[..., None, :, :], grid)[keep_y])}
 
 
+def labeled_contraction(equation, operands):
+    """out = einsum(equation, *operands) (explicit output, no '...'): over the grid of
+    all labels, the output element at a point reads each operand's element there.
+    Operands are at argument positions 1, 2, ... (the equation is position 0)."""
+    lhs, out_term = equation.split("->")
+    terms = lhs.split(",")
+    sizes = {label: n for term, a in zip(terms, operands) for label, n in zip(term, a.shape)}
+    labels = sorted(sizes)
+    grid = tuple(sizes[label] for label in labels)
+    axes = {label: np.arange(sizes[label]).reshape(
+        [-1 if other == label else 1 for other in labels]) for label in labels}
+
+    def flat_index(term):
+        shape = [sizes[label] for label in term]
+        strides = np.cumprod([1] + shape[::-1])[:-1][::-1]
+        index = sum((axes[label] * int(stride) for label, stride in zip(term, strides)),
+                    np.zeros([1] * len(labels), np.int64))
+        return np.broadcast_to(index, grid).reshape(-1)
+
+    dst = flat_index(out_term)
+    return {k + 1: (dst, flat_index(term)) for k, (term, a) in enumerate(zip(terms, operands))
+            if isinstance(a, Operand)}
+
+
 def _nonzero_mask(a, shape, as_column):
     """Where a constant operand is nonzero (everywhere for a traced one), in the
     promoted, broadcast layout `shape` (a 1-D operand becomes a row, or for the right

@@ -525,6 +525,8 @@ class Einsum(ArrayFunction):
     grad_k = einsum(grad_out, the other operands -> operand k's labels), with diagonals
     and labels summed inside operand k only restored (see _einsum_grad);
     jvp: out_t = sum_k einsum(operands with operand k replaced by its tangent)."""
+    sparsity = classmethod(lambda cls, equation, *operands:  # sparsity rule
+                           _sparsity.labeled_contraction(equation, operands))
     public_name = "einsum"
     variants = ("function",)
     decomposition = staticmethod(_einsum_as_matmuls)  # batched matmuls, for fusion

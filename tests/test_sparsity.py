@@ -20,6 +20,27 @@ def _setitem(x):
     return y
 
 
+def _copy_and_zero_through_views(x):
+    y = x.exp()
+    y[1:3].copy_(x[:2] * 3)
+    y[3:].zero_()
+    return y
+
+
+def _write_after_views_were_taken(x):
+    y = x.exp()
+    first, column = y[0:2], y.reshape(5, 1)
+    y[1:3].mul_(x[3:])  # first and column see the write
+    return ak.cat([first, column[:, 0] * 2])
+
+
+def _write_through_a_chain_of_views(x):
+    y = x.reshape(2, 3) * 1
+    row = y[1]
+    row[0:2].mul_(x[0:2])
+    return y.reshape(-1)
+
+
 # (name, f, input shape, exact): exact means the pattern equals the dense Jacobian's
 # nonzeros at a random point; otherwise it may hold entries that are zero there (the
 # op's derivative depends on values: where, sort, max) but must never miss one
@@ -60,6 +81,10 @@ PATTERN_CASES = [
     ("setitem", _setitem, (5,), True),
     ("scatter", lambda x: ak.zeros(5, dtype=ak.float64).scatter(0, ak.tensor([0, 3]), x[:2]),
      (3,), True),
+    ("inplace_through_views", _copy_and_zero_through_views, (5,), True),
+    ("inplace_after_views", _write_after_views_were_taken, (5,), True),
+    ("inplace_view_chain", _write_through_a_chain_of_views, (6,), True),
+    ("outer", lambda x: ak.outer(x[:2], x[1:].exp()), (4,), True),
     ("sum_to_size", lambda x: x.sum_to_size((1, 4)), (3, 4), True),
     ("softmax", lambda x: ak.softmax(x, 1), (2, 3), True),
     ("log_softmax", lambda x: ak.log_softmax(x, 0), (2, 3), True),
@@ -137,8 +162,9 @@ LOOP_CASES = [  # (name, f, shape, exact)
     ("fori_loop", lambda x: ak.fori_loop(0, 3, lambda i, c: c[[1, 2, 0]] * c, x), (3,), True),
     ("cond_either_branch", lambda x: ak.cond(x.sum() > 0, lambda a: a * 2,
                                              lambda a: a.flip(0), x), (3,), False),
-    ("while_loop_fallback", lambda x: ak.while_loop(lambda c: c[0] < 10, lambda c: c * 2, x),
-     (3,), False),
+    ("while_loop_fallback", lambda x: ak.while_loop(
+        lambda state: state[0] < 3, lambda state: (state[0] + 1, state[1] * 2),
+        (ak.tensor(0), x))[1], (3,), False),
 ]
 
 

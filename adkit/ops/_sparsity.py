@@ -185,6 +185,12 @@ def contraction(x, y):
             1: (out_g[keep_y], np.broadcast_to(yi[..., None, :, :], grid)[keep_y])}
 
 
+def outer(x, y):
+    """z[i, j] = x[i] y[j]: z[i, j] reads x[i] and y[j]."""
+    return {0: (None, np.repeat(np.arange(x.size, dtype=np.int64), y.size)),
+            1: (None, np.tile(np.arange(y.size, dtype=np.int64), x.size))}
+
+
 def labeled_contraction(equation, operands):
     """out = einsum(equation, *operands) (explicit output, no '...'): over the grid of
     all labels, the output element at a point reads each operand's element there.

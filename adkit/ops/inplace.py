@@ -16,6 +16,7 @@ import numpy as np
 from .. import _dispatch, dtypes
 from ..autograd.grad_mode import STATE
 from ..tensor import Tensor, _make, as_tensor, zeros_like
+from . import _sparsity
 from ._families import ArrayFunction
 from ._helpers import shape_of, sum_to
 from .binary import Add, Clamp, Div, Mul, Sub
@@ -315,6 +316,8 @@ class DivInplace(_InplaceOf, Div):
 class CopyInplace(ArrayFunction):
     """x <- src broadcast to x's shape and cast to x's dtype;
     grad_x = 0, grad_src = sum_to(grad, src.shape) in src's dtype."""
+    sparsity = classmethod(_sparsity.moved)  # sparsity rule: it only moves elements
+    curvature = "linear"
     modifies = 0
     public_name = "copy_"
     variants = ("method",)
@@ -379,6 +382,8 @@ def _check_same_or_broadcast(shape, src_shape):
 
 class ZeroInplace(ArrayFunction):
     """x <- 0;  grad_x = 0."""
+    sparsity = classmethod(lambda cls, *args: _sparsity.no_derivative())  # dy/dx = 0
+    curvature = "linear"
     modifies = 0
     public_name = "zero_"
     variants = ("method",)
@@ -408,6 +413,8 @@ class ZeroInplace(ArrayFunction):
 class FillInplace(ArrayFunction):
     """x <- value (a number or 0-d tensor, cast to x's dtype);
     grad_x = 0, grad_value = sum(grad)."""
+    sparsity = classmethod(lambda cls, *args: _sparsity.no_derivative())  # dy/dx = 0
+    curvature = "linear"
     modifies = 0
     public_name = "fill_"
     variants = ("method",)

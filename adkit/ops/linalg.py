@@ -277,6 +277,8 @@ class Mv(_MatrixProduct):
 class Outer(ArrayFunction):
     """z_ij = x_i y_j for 1-D x, y (dtypes promoted);  grad_x = sum_j grad_out_ij y_j,
     grad_y = sum_i grad_out_ij x_i."""
+    sparsity = classmethod(lambda cls, x, y: _sparsity.outer(x, y))  # sparsity rule
+    curvature = "bilinear"
     public_name = "outer"
     aliases = ("ger",)
 

@@ -197,12 +197,15 @@ def _propagate(graph, wrt, on_node=None):
 
 def _run(graph, input_deps, on_node=None):
     """Deps of each output of `graph` when its inputs carry `input_deps`."""
-    env, outputs = {}, {}
+    env, outputs, done = {}, {}, []
     for n in graph.topo_order():
         data = graph.nx.nodes[n]
         kind = data["kind"]
         if kind == "op":
             env[n] = _op_deps(graph, n, data, env, on_node)
+            if any(a is not None for a in data.get("aliases", ())):
+                _write_through(graph, n, data, env, done)
+            done.append(n)
         elif kind == "output":
             (_, u, out), = graph.args_of(n)
             outputs[data["index"]] = env[u][out]
@@ -211,6 +214,61 @@ def _run(graph, input_deps, on_node=None):
         else:
             env[n] = [Deps.empty(_size(graph.specs_of(n)[0]))]
     return [outputs[i] for i in range(len(outputs))]
+
+
+def _write_through(graph, n, data, env, done):
+    """Node n wrote its results into arguments (in place): those values, the values
+    they are views of (up to the root of their memory) and every view of that root
+    made so far now hold the new sets."""
+    args = {pos: (u, out) for pos, u, out in graph.args_of(n)}
+    for i, pos in enumerate(data.get("aliases", ())):
+        if pos is None:
+            continue
+        u, out = args[pos]
+        env[u][out] = env[n][i]
+        root = _write_up_to_root(graph, u, out, env)
+        _refresh_views(graph, root, env, done)
+
+
+def _view_base(graph, u):
+    """(base node, its output) when node u is a view op of its argument 0, else None."""
+    data = graph.nx.nodes[u]
+    if data["kind"] != "op" or not getattr(data["op"], "is_view", False):
+        return None
+    base = [(v, out) for pos, v, out in graph.args_of(u) if pos == 0]
+    return base[0] if base else None
+
+
+def _write_up_to_root(graph, u, out, env):
+    """Carry value (u, out)'s sets into the values it views, up to the root node."""
+    while (base := _view_base(graph, u)) is not None:
+        v, v_out = base
+        links = _rule_links(graph, u, graph.nx.nodes[u])
+        old = env[v][v_out]
+        n_base = old.indptr.size - 1
+        if links is None or 0 not in links[out]:  # unknown view: every element, all
+            every = _union([old, env[u][out]], n_base)
+            env[v][v_out] = _everything(every, n_base)
+        else:
+            dst, src = links[out][0]
+            dst = np.arange(len(src)) if dst is None else np.asarray(dst)
+            pick = np.arange(n_base, dtype=np.int64)
+            pick[np.asarray(src, np.int64).reshape(-1)] = n_base + dst.reshape(-1)
+            env[v][v_out] = stacked([old, env[u][out]]).gather(pick)
+        u, out = v, v_out
+    return u
+
+
+def _refresh_views(graph, root, env, done):
+    """Recompute, in order, the sets of the views of `root` already made."""
+    group = {root}
+    for w in done:
+        base = _view_base(graph, w)
+        if base is None or base[0] not in group:
+            continue
+        group.add(w)
+        data = graph.nx.nodes[w]
+        env[w] = _op_deps(graph, w, data, env, None)
 
 
 def body_deps(body, input_deps):

@@ -27,6 +27,12 @@ def _copy_and_zero_through_views(x):
     return y
 
 
+def _squares_written_in(x):
+    y = x * 1
+    y[1:3].copy_(x[:2] ** 2)
+    return y
+
+
 def _write_after_views_were_taken(x):
     y = x.exp()
     first, column = y[0:2], y.reshape(5, 1)
@@ -230,6 +236,8 @@ HESSIAN_CASES = [
     ("matmul", lambda x: (x[:2] @ x[2:4].T).sin().sum(), (4, 2)),
     ("dense", lambda x: x.sum() ** 2, (4,)),
     ("einsum_three", lambda x: ak.einsum("i,ij,j->", x[0], x, x[2]), (3, 3)),
+    ("inplace_write", lambda x: (_squares_written_in(x) * x.flip(0)).sum(), (5,)),
+    ("inplace_mul", lambda x: _write_through_a_chain_of_views(x).sum(), (6,)),
     ("softmax", lambda x: ak.log_softmax(x, 1)[:, 0].sum(), (3, 2)),
 ]
 

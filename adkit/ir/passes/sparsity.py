@@ -333,13 +333,14 @@ def hessian_sparsity(graph, wrt=None):
     """The sparsity pattern of the Hessian of `graph`'s output (for several outputs or a
     non-scalar one: of their sum, the union of their patterns), symmetric, with inputs
     numbered as `sparsity` numbers them. Each op adds the pairs of input elements its
-    second derivative couples: none for a linear op, the pairs across its two arguments
-    for a bilinear one (x * y, x @ y), all pairs within each result element's set for
+    second derivative couples: none for a linear op, the pairs across its arguments for
+    a bilinear one (x * y, x @ y), all pairs within each result element's set for
     any other (an op without a sparsity rule: within all its arguments' elements)."""
     pairs = _PairSet()
-    relevant = set()
-    for out in graph.outputs:
-        relevant |= nx.ancestors(graph.nx, out)
+    relevant = set(graph.nx.nodes)
+    if not any(any(a is not None for a in d.get("aliases", ()))  # writes reach further
+               for _, d in graph.nx.nodes(data=True) if d["kind"] == "op"):
+        relevant = set().union(*(nx.ancestors(graph.nx, out) for out in graph.outputs))
 
     def on_node(op, per_pos, result, unknown):
         if op.curvature == "linear":
@@ -348,11 +349,11 @@ def hessian_sparsity(graph, wrt=None):
             every = np.unique(result.indices[:result.indptr[1]]) if result.nnz else None
             if every is not None:
                 pairs.add(*np.meshgrid(every, every, indexing="ij"))
-        elif op.curvature == "bilinear" and len(per_pos) == 2:
-            a, b = per_pos.values()
-            pairs.add(*_pairs_per_element(a, b))
-        elif op.curvature == "bilinear":
-            return  # one argument only depends on the inputs: linear in it
+        elif op.curvature == "bilinear":  # across arguments (one alone: linear in it)
+            sets = list(per_pos.values())
+            for k, a in enumerate(sets):
+                for b in sets[k + 1:]:
+                    pairs.add(*_pairs_per_element(a, b))
         else:
             pairs.add(*_pairs_per_element(result, result))
 

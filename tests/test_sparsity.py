@@ -473,3 +473,16 @@ def test_sparse_derivatives_reject_bad_input():
     with pytest.raises(ValueError, match="shape"):
         wrong = ak.func.SparsityPattern.from_dense(np.ones((2, 2)))
         ak.func.sparse_jacobian(lambda x: x.exp(), sparsity=wrong)(x)
+
+
+def test_sparsity_of_simplified_gradient_graphs_with_assemble():
+    """simplify joins the gradients of disjoint slices into one Assemble node."""
+    def f(x):
+        return (x[:2] ** 2).sum() + (x[2:] ** 3).sum()
+
+    x = ak.tensor(RNG.standard_normal(5))
+    graph = ak.ir.passes.simplify(ak.trace(ak.func.grad(f), x))
+    assert "Assemble" in [graph.nx.nodes[n]["op"].__name__ for n in graph.op_nodes]
+    pattern = ak.ir.passes.sparsity(graph)
+    dense = np.asarray(ak.func.hessian(f)(x)._data) != 0
+    np.testing.assert_array_equal(pattern.todense(), dense)

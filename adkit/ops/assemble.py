@@ -9,6 +9,7 @@ copied into its view, zeros only where no part lands. Does not: decide when to m
 import numpy as np
 
 from ..tensor import zeros
+from . import _sparsity
 from ._families import ArrayFunction
 from ._helpers import Fill, basic_view, c_strides
 from .indexing import BasicIndex
@@ -37,6 +38,8 @@ def _dim_ranges(key, shape):
 class Assemble(ArrayFunction):
     """y = zeros(shape) with y[keys[i]] = parts[i], the keys basic and disjoint;
     grad_parts[i] = grad_out[keys[i]]."""
+    sparsity = classmethod(_sparsity.moved)  # sparsity rule: it only moves elements
+    curvature = "linear"
     variants = ()
     native_parts_in_place = True  # see _families.ArrayFunction
 

@@ -229,6 +229,40 @@ def test_sparsity_of_broadcasting_binary_ops(shape, keep, op_index):
         np.testing.assert_array_equal(pattern.todense(), dense)
 
 
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(1, 3), min_size=1, max_size=3), st.data())
+def test_sparsity_of_reductions_over_random_dims(shape, data):
+    dims = tuple(data.draw(st.sets(st.integers(0, len(shape) - 1), min_size=1)))
+    keepdim = data.draw(st.booleans())
+    reduce = data.draw(st.sampled_from(["sum", "mean", "prod", "amax", "logsumexp"]))
+
+    def f(x):
+        return getattr(x, reduce)(dims, keepdim=keepdim).reshape(-1)
+
+    x = ak.tensor(RNG.standard_normal(shape))
+    pattern = ak.ir.passes.sparsity(ak.trace(f, x))
+    dense = _dense_nonzeros(f, x, pattern.shape[0])
+    if reduce == "amax":  # the derivative picks one element: the pattern holds the rest
+        assert not (dense & ~pattern.todense()).any()
+    else:
+        np.testing.assert_array_equal(pattern.todense(), dense)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=3), st.data())
+def test_sparsity_of_random_slices_and_permutations(shape, data):
+    key = tuple(slice(data.draw(st.integers(0, n - 1)), None, data.draw(st.integers(1, 2)))
+                for n in shape)
+    order = data.draw(st.permutations(range(len(shape))))
+
+    def f(x):
+        return (x[key].permute(*order) * 2).flip(0).reshape(-1)
+
+    x = ak.tensor(RNG.standard_normal(shape))
+    pattern = ak.ir.passes.sparsity(ak.trace(f, x))
+    np.testing.assert_array_equal(pattern.todense(), _dense_nonzeros(f, x, pattern.shape[0]))
+
+
 HESSIAN_CASES = [
     ("separable", lambda x: (x.exp() * x).sum(), (5,)),
     ("chain", lambda x: (x[1:] * x[:-1]).sum() + (x ** 2).sum(), (6,)),

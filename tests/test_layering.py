@@ -30,6 +30,8 @@ UPWARD_CALLS = {  # (importing module, imported module)
     ("adkit.autograd.gradcheck", "adkit.func"),  # check_batched_grad runs ak.func.vmap
     ("adkit.func.sparse", "adkit.ir.trace"),  # sparse_jacobian traces f for its pattern
     ("adkit.func.sparse", "adkit.ir.passes"),  # ... and detects and colors it there
+    ("adkit.func.jacobian", "adkit.ir.trace"),  # mode="auto" costs f's traced graph
+    ("adkit.func.jacobian", "adkit.ir.rules"),  # ... whose output specs are TensorSpecs
 }
 HARD_LINE_CAP = 800
 

@@ -3,16 +3,16 @@ detection, coloring and the jitted compressed Jacobian (ak.jit(ak.func.sparse_ja
 
     python benchmarks/sparse_jacobians.py [--sizes 8,16,32,64,128] [--dense-up-to 32]
 
-The problem is the one in the documentation of Julia's SparseDiffTools: u and v on an
-N x N periodic grid of [0, 1] (2 N^2 unknowns), alpha = 10 / dx^2, A = 3.4, B = 1,
-    du = alpha (L u) + B + u^2 v - (A + 1) u,    dv = alpha (L v) + A u - u^2 v
-(L the 5-point Laplacian; the forcing term is a constant and is left out). Printed per
+The problem is the one in the documentation of Julia's SparseDiffTools, as
+papers/sparse_jacobians/brusselator.py defines it (2 N^2 unknowns). Printed per
 N: unknowns, nonzeros, colors, detection (trace + sparsity pass), coloring, one eager
 jvp, the first call of the jitted sparse Jacobian (detection, coloring, compiling), its
 later calls, the eager sparse Jacobian, dense jacfwd (only up to --dense-up-to: one jvp
 per unknown) and the dense/sparse ratio. Values are checked against dense where it runs.
 """
 import argparse
+import os
+import sys
 import time
 
 import numpy as np
@@ -20,34 +20,15 @@ from _timing import median_seconds
 
 import adkit as ak
 
-A, B, ALPHA = 3.4, 1.0, 10.0
-
-
-def brusselator(n):
-    """The right-hand side as a function of the flat state (u, v interleaved)."""
-    scale = ALPHA * (n - 1) ** 2
-
-    def laplacian(w):
-        return (ak.cat([w[-1:], w[:-1]], 0) + ak.cat([w[1:], w[:1]], 0)
-                + ak.cat([w[:, -1:], w[:, :-1]], 1) + ak.cat([w[:, 1:], w[:, :1]], 1) - 4 * w)
-
-    def rhs(state):
-        s = state.reshape(n, n, 2)
-        u, v = s[..., 0], s[..., 1]
-        uuv = u * u * v
-        du = scale * laplacian(u) + B + uuv - (A + 1) * u
-        dv = scale * laplacian(v) + A * u - uuv
-        return ak.stack([du, dv], -1).reshape(-1)
-    return rhs
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "papers",
+                                "sparse_jacobians"))
+from brusselator import adkit_residual as brusselator  # noqa: E402  (the problem)
+from brusselator import grid_data  # noqa: E402
 
 
 def state(n):
-    """A smooth, reproducible point (the initial condition of the documentation)."""
-    xs = np.linspace(0.0, 1.0, n)
-    x, y = np.meshgrid(xs, xs, indexing="ij")
-    u = 22.0 * (y * (1 - y)) ** 1.5
-    v = 27.0 * (x * (1 - x)) ** 1.5
-    return ak.tensor(np.stack([u, v], axis=-1).reshape(-1))
+    """The documentation's initial condition, flat."""
+    return ak.tensor(grid_data(n)[0])
 
 
 def measure(n, dense_up_to, repeats):

@@ -2,12 +2,19 @@
 (ak.ir.passes.sparsity / hessian_sparsity), coloring (ak.ir.passes.color) and the
 compressed evaluation in ak.func (jacobian_sparsity, sparse_jacobian, sparse_hessian).
 Every pattern and value is checked against the dense ak.func.jacfwd / hessian."""
+import os
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import adkit as ak
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "papers", "sparse_jacobians"))
+import brusselator  # noqa: E402
 
 RNG = np.random.default_rng(0)
 C = np.array([[1.0, 0.0, 2.0], [0.0, 0.0, 3.0]])
@@ -359,23 +366,7 @@ def test_check_coloring_rejects_invalid_colorings():
 
 
 # ---------------------------------------------------------------- sparse derivatives
-def _brusselator(n, alpha=10.0, a=3.4, b=1.0):
-    """The 2-D Brusselator's right-hand side on an n x n periodic grid (u and v fields,
-    2 n^2 unknowns, as in SparseDiffTools' documentation, at t = 0: no forcing)."""
-    scale = alpha * (n - 1) ** 2
-
-    def laplacian(w):
-        return (ak.cat([w[-1:], w[:-1]], 0) + ak.cat([w[1:], w[:1]], 0)
-                + ak.cat([w[:, -1:], w[:, :-1]], 1) + ak.cat([w[:, 1:], w[:, :1]], 1) - 4 * w)
-
-    def rhs(x):
-        u = x.reshape(n, n, 2)
-        uu, vv = u[..., 0], u[..., 1]
-        uuv = uu * uu * vv
-        du = scale * laplacian(uu) + b + uuv - (a + 1) * uu
-        dv = scale * laplacian(vv) + a * uu - uuv
-        return ak.stack([du, dv], -1).reshape(-1)
-    return rhs
+_brusselator = brusselator.adkit_residual  # the 2-D Brusselator, papers/sparse_jacobians
 
 
 def _chain(x):

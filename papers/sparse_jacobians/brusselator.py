@@ -76,6 +76,14 @@ class AdkitLib:
         self.concatenate = lambda parts, axis: ak.cat(list(parts), axis)
 
 
+def adkit_residual(n):
+    """The residual on an n x n grid as an adkit function of the flat state (what
+    benchmarks/sparse_jacobians.py and tests/test_sparsity.py differentiate)."""
+    import adkit as ak
+    lib, forcing = AdkitLib(ak), ak.tensor(grid_data(n)[1])
+    return lambda state: residual(lib, state, forcing)
+
+
 def _best(fn, repeats=5, budget=3.0):
     fn()
     samples, start = [], time.perf_counter()

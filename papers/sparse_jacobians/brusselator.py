@@ -162,6 +162,11 @@ def write_svg(rows, path):
             out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="'
                        + " ".join(f"{a:.1f},{b:.1f}" for a, b in pts) + '"/>')
         out.append(f'<text x="70" y="{40 + 16 * k}" fill="{colour}">{label}</text>')
+    for power in range(int(np.ceil(y0)), int(np.floor(y1)) + 1):  # the time axis
+        _, y = at(10 ** x0, 10.0 ** power)
+        out.append(f'<line x1="60" x2="540" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="55" y="{y + 4:.1f}" font-size="10" text-anchor="end">'
+                   f'1e{power}</text>')
     for r in rows:
         x, _ = at(r["unknowns"], 10 ** y0)
         out.append(f'<text x="{x:.1f}" y="390" font-size="10" text-anchor="middle">'

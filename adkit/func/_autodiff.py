@@ -103,6 +103,23 @@ def _differentiable(t):
     return True
 
 
+def input_signature(args):
+    """A hashable key for what a trace of f(*args) depends on: tensor shapes and dtypes, and the
+    other arguments themselves (by identity when they cannot be hashed)."""
+    leaves, tree = tree_flatten(args, is_leaf=lambda x: isinstance(x, (Tensor, np.ndarray)))
+    key = []
+    for leaf in leaves:
+        if isinstance(leaf, (Tensor, np.ndarray)):
+            key.append(("tensor", tuple(leaf.shape), str(leaf.dtype)))
+        else:
+            try:
+                hash(leaf)
+                key.append(("static", leaf))
+            except TypeError:
+                key.append(("static id", id(leaf)))
+    return tree, tuple(key)
+
+
 def _replace_args(args, argnums, new_trees):
     args = list(args)
     for i, tree in zip(argnums, new_trees):

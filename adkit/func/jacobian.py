@@ -22,9 +22,10 @@ and "auto" takes the cheaper. The constants were fitted on adkit's eager transfo
 measured times on R^2000 -> R^4, R^4 -> R^2000, square and skewed cases.
 """
 import functools
+import math
 
 from .._pytree import tree_flatten, tree_unflatten
-from ._autodiff import _argnums_tuple, _is_tensor, jacfwd, jacrev
+from ._autodiff import _argnums_tuple, _is_tensor, input_signature, jacfwd, jacrev
 
 OP_SECONDS = 10e-6  # eager cost of one op node in one pass (dispatch, tape, checks)
 ELEMENT_SECONDS = 1e-9  # one element operation (numpy)
@@ -53,7 +54,7 @@ def jacobian(func, argnums=0, *, mode="auto", has_aux=False, chunk_size=None):
     def mode_for(*args):
         if mode != "auto":
             return mode
-        key = _signature(args)
+        key = input_signature(args)
         if key not in chosen:
             from ..ir.trace import trace  # upward call (see tests/test_layering.py)
             graph = trace(func, *args)
@@ -69,12 +70,6 @@ def jacobian(func, argnums=0, *, mode="auto", has_aux=False, chunk_size=None):
         return jacrev(func, argnums, has_aux=has_aux, chunk_size=chunk_size)(*args)
     wrapper.mode_for = mode_for
     return wrapper
-
-
-def _signature(args):
-    leaves, spec = tree_flatten(args, is_leaf=_is_tensor)
-    return str(spec), tuple((tuple(x.shape), str(x.dtype)) if _is_tensor(x) else repr(x)
-                            for x in leaves)
 
 
 def _n_inputs(args, argnums):
@@ -96,7 +91,7 @@ def _n_outputs(graph, has_aux):
     if not found or not all(isinstance(x, TensorSpec) for x in found):
         raise TypeError("jacobian: the function must return a tensor or a pytree of "
                         "tensors")
-    return sum(int(_numel(x.shape)) for x in found)
+    return sum(int(math.prod(x.shape)) for x in found)
 
 
 def _graph_work(graph):
@@ -104,7 +99,7 @@ def _graph_work(graph):
     work = 0.0
     for n in graph.op_nodes:
         data = graph.nx.nodes[n]
-        size = sum(_numel(spec.shape) for spec in data["specs"])
+        size = sum(math.prod(spec.shape) for spec in data["specs"])
         if getattr(data["op"], "native_contraction", False):
             args = graph.args_of(n)
             k = graph.specs_of(args[0][1])[args[0][2]].shape[-1] if args and \
@@ -113,10 +108,3 @@ def _graph_work(graph):
         else:
             work += size
     return len(graph.op_nodes), work
-
-
-def _numel(shape):
-    count = 1
-    for d in shape:
-        count *= int(d)
-    return count

@@ -14,7 +14,7 @@ import numpy as np
 from .. import ops
 from .._pytree import tree_flatten
 from ..tensor import Tensor, tensor
-from ._autodiff import _argnums_tuple, grad, jvp, vjp
+from ._autodiff import _argnums_tuple, _replace_args, grad, input_signature, jvp, vjp
 from ._vmap import vmap
 from .sparse_types import SparseMatrix, SparsityPattern
 
@@ -72,23 +72,6 @@ def jacobian_sparsity(func, *example_args, argnums=0):
     return _passes().sparsity(graph, wrt=wrt)
 
 
-def _signature(args):
-    """A hashable key for what the pattern depends on: tensor shapes and dtypes, and the
-    other arguments themselves (by identity when they cannot be hashed)."""
-    leaves, tree = tree_flatten(args, is_leaf=lambda x: isinstance(x, (Tensor, np.ndarray)))
-    key = []
-    for leaf in leaves:
-        if isinstance(leaf, (Tensor, np.ndarray)):
-            key.append(("tensor", tuple(leaf.shape), str(leaf.dtype)))
-        else:
-            try:
-                hash(leaf)
-                key.append(("static", leaf))
-            except TypeError:
-                key.append(("static id", id(leaf)))
-    return tree, tuple(key)
-
-
 def _check_given(pattern, shape, name):
     if not isinstance(pattern, SparsityPattern):
         raise TypeError(f"{name}: sparsity must be a SparsityPattern, got "
@@ -101,12 +84,7 @@ def _check_given(pattern, shape, name):
 
 def _with_args(func, args, argnums):
     """func as a function of the differentiated arguments only."""
-    def partial(*diff_args):
-        full = list(args)
-        for i, a in zip(argnums, diff_args):
-            full[i] = a
-        return func(*full)
-    return partial
+    return lambda *diff_args: func(*_replace_args(args, argnums, diff_args))
 
 
 def _seeds(colors, n_colors, args, argnums):
@@ -181,7 +159,7 @@ def sparse_jacobian(func, argnums=0, *, sparsity=None, mode="auto"):
     plans = {}
 
     def wrapper(*args):
-        key = (_signature(args), _argnums_tuple(argnums, len(args), "sparse_jacobian")[0])
+        key = (input_signature(args), _argnums_tuple(argnums, len(args), "sparse_jacobian")[0])
         if key not in plans:
             plans[key] = _jacobian_plan(func, args, argnums, sparsity, mode)
         plan = plans[key]
@@ -204,7 +182,7 @@ def sparse_jacobian(func, argnums=0, *, sparsity=None, mode="auto"):
         return plan.result(plan.read(compressed))
 
     wrapper.plan_for = lambda *args: plans.get(
-        (_signature(args), _argnums_tuple(argnums, len(args), "sparse_jacobian")[0]))
+        (input_signature(args), _argnums_tuple(argnums, len(args), "sparse_jacobian")[0]))
     return wrapper
 
 
@@ -239,7 +217,7 @@ def sparse_hessian(func, argnums=0, *, sparsity=None):
     plans = {}
 
     def wrapper(*args):
-        key = _signature(args)
+        key = input_signature(args)
         if key not in plans:
             plans[key] = _hessian_plan(func, args, argnums, sparsity)
         plan = plans[key]
@@ -251,5 +229,5 @@ def sparse_hessian(func, argnums=0, *, sparsity=None):
         products = vmap(lambda t: jvp(gradient, (x,), (t,))[1])(seeds)
         return plan.result(plan.read(products.reshape((plan.n_colors, -1))))
 
-    wrapper.plan_for = lambda *args: plans.get(_signature(args))
+    wrapper.plan_for = lambda *args: plans.get(input_signature(args))
     return wrapper

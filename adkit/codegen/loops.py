@@ -319,11 +319,7 @@ def _copy(b, src, dst, layout):
         return
 
     def move(e):
-        offset, rest = ir.Constant(I64, 0), e
-        for size, stride in reversed(list(zip(layout.shape, layout.strides))):
-            idx = b.urem(rest, ir.Constant(I64, size))
-            rest = b.udiv(rest, ir.Constant(I64, size))
-            offset = b.add(offset, b.mul(idx, ir.Constant(I64, stride)))
+        offset = program.strided_offset(b, e, layout.shape, layout.strides)
         b.store(b.load(b.gep(src, [offset], source_etype=elem), typ=elem),
                 b.gep(dst, [e], source_etype=elem))
     for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, total), 1, move)

@@ -328,15 +328,20 @@ def _fill_layout(b, ptr, layout, value):
         _fill(b, ptr, elem, int(np.prod(shape, dtype=np.int64)), value)
         return
 
-    def at(e):
-        offset, rest = ir.Constant(I64, 0), e
-        for size, stride in reversed(list(zip(shape, layout.strides))):
-            offset = b.add(offset, b.mul(b.urem(rest, ir.Constant(I64, size)),
-                                         ir.Constant(I64, stride)))
-            rest = b.udiv(rest, ir.Constant(I64, size))
-        b.store(ir.Constant(elem, value), b.gep(ptr, [offset], source_etype=elem))
     for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, int(np.prod(shape, dtype=np.int64))),
-             1, at)
+             1, lambda e: b.store(ir.Constant(elem, value), b.gep(
+                 ptr, [strided_offset(b, e, shape, layout.strides)], source_etype=elem)))
+
+
+def strided_offset(b, e, shape, strides):
+    """The element offset of row-major index e (an i64) of `shape` laid out with
+    `strides`."""
+    offset, rest = ir.Constant(I64, 0), e
+    for size, stride in reversed(list(zip(shape, strides))):
+        offset = b.add(offset, b.mul(b.urem(rest, ir.Constant(I64, size)),
+                                     ir.Constant(I64, stride)))
+        rest = b.udiv(rest, ir.Constant(I64, size))
+    return offset
 
 
 def _declare(module, name, ret, args):

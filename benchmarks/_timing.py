@@ -2,7 +2,7 @@
 in a subprocess of its own (jax's and llvmlite's LLVMs must not share a process, and a
 fresh process keeps first-call times honest).
 
-    from _timing import median_seconds, run_child
+    from _timing import in_turns, median_seconds, run_child
 """
 import json
 import os
@@ -33,3 +33,23 @@ def run_child(script, args, **env):
     if out.returncode != 0:
         return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1]}
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def in_turns(run, frameworks, rounds, key):
+    """run(framework) `rounds` times, the frameworks taking turns (this machine's speed
+    drifts over seconds: turns give all the same drift). Returns ({framework: the
+    median of each number over its rounds, or its first error}, {framework: its
+    per-round ratios of `key` to jax's}, the latter empty unless jax ran)."""
+    runs = {f: [] for f in frameworks}
+    for _ in range(rounds):
+        for f in frameworks:
+            runs[f].append(run(f))
+    merged = {}
+    for f, rs in runs.items():
+        bad = [r for r in rs if "error" in r]
+        merged[f] = bad[0] if bad else {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+    ratios = {}
+    if "error" not in merged.get("jax", {"error": "absent"}):
+        ratios = {f: [r[key] / j[key] for r, j in zip(rs, runs["jax"])]
+                  for f, rs in runs.items() if "error" not in merged[f]}
+    return merged, ratios

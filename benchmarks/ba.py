@@ -16,13 +16,12 @@ taskset -c 0 for one core.
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _timing import median_seconds, run_child  # (beside this script)
+from _timing import in_turns, median_seconds, run_child  # (beside this script)
 
 SIZE = (49, 7776, 31843)
 
@@ -117,27 +116,21 @@ def main():
         print(json.dumps(runners[args.child](size, args.repeats)))
         return
     frameworks = args.frameworks.split(",")
-    runs = {f: [] for f in frameworks}
-    for _ in range(args.rounds):  # turns: this machine's speed drifts over seconds
-        for f in frameworks:
-            runs[f].append(_child(f, size, args.repeats))
+    results, ratios = in_turns(lambda f: _child(f, size, args.repeats), frameworks,
+                               args.rounds, "ms")
     print(f"BA Jacobian blocks (vmap of jacrev), n={size[0]} m={size[1]} p={size[2]}; "
           f"medians over {args.rounds} rounds, frameworks taking turns")
     print("| framework | ms | first call s | / jax.jit (median; rounds' range) |")
     print("|---|---|---|---|")
-    jax_ok = "jax" in runs and not any("error" in r for r in runs["jax"])
-    for framework, rs in runs.items():
-        bad = [r for r in rs if "error" in r]
-        if bad:
-            print(f"| {framework} | error: {bad[0]['error'][:70]} | | |")
+    for framework, res in results.items():
+        if "error" in res:
+            print(f"| {framework} | error: {res['error'][:70]} | | |")
             continue
-        ms, first = (statistics.median(r[k] for r in rs) for k in ("ms", "first_s"))
         ratio = ""
-        if jax_ok:
-            per_round = [r["ms"] / j["ms"] for r, j in zip(rs, runs["jax"])]
-            base = statistics.median(j["ms"] for j in runs["jax"])
-            ratio = f"{ms / base:.2f}; {min(per_round):.2f}-{max(per_round):.2f}"
-        print(f"| {framework} | {ms:.2f} | {first:.2f} | {ratio} |")
+        if framework in ratios:
+            ratio = (f"{res['ms'] / results['jax']['ms']:.2f}; "
+                     f"{min(ratios[framework]):.2f}-{max(ratios[framework]):.2f}")
+        print(f"| {framework} | {res['ms']:.2f} | {res['first_s']:.2f} | {ratio} |")
 
 
 if __name__ == "__main__":

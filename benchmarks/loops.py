@@ -22,6 +22,7 @@ import time
 import tracemalloc
 
 import numpy as np
+from _timing import in_turns
 
 SIZES = [10, 100, 1000, 10000]
 HIDDEN = 32
@@ -169,24 +170,6 @@ def _child(framework, case, repeats):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _rounds(frameworks, case, repeats, rounds):
-    """Each framework's child run `rounds` times, the frameworks taking turns (this
-    machine's speed drifts over seconds: turns give both the same drift); per framework
-    the median of each number over its rounds, and the per-round ratios of totals."""
-    runs = {f: [] for f in frameworks}
-    for _ in range(rounds):
-        for f in frameworks:
-            runs[f].append(_child(f, case, repeats))
-    merged = {}
-    for f, rs in runs.items():
-        bad = [r for r in rs if "error" in r]
-        merged[f] = bad[0] if bad else {k: statistics.median(r[k] for r in rs) for k in rs[0]}
-    ratios = []
-    if all(f in runs and "error" not in merged[f] for f in ("adkit", "jax")):
-        ratios = [a["total_ms"] / j["total_ms"] for a, j in zip(runs["adkit"], runs["jax"])]
-    return merged, ratios
-
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -208,7 +191,8 @@ def main():
           " | ratio adkit/jax (median; rounds' range) |")
     print("|---" * (2 * len(frameworks) + 2) + "|")
     for case in [f"tanh-{n}" for n in sizes] + ["lstm"]:
-        res, ratios = _rounds(frameworks, case, args.repeats, args.rounds)
+        res, ratios = in_turns(lambda f: _child(f, case, args.repeats), frameworks,
+                               args.rounds, "total_ms")
         cells = []
         for f in frameworks:
             r = res[f]
@@ -218,9 +202,9 @@ def main():
             cells += [f"{r['compile_s']:.3f}",
                       f"{r.get('per_step_us', float('nan')):.2f} / {r['total_ms']:.2f}"]
         ratio = ""
-        if ratios:
+        if "adkit" in ratios:
             ratio = (f"{res['adkit']['total_ms'] / res['jax']['total_ms']:.2f}; "
-                     f"{min(ratios):.2f}-{max(ratios):.2f}")
+                     f"{min(ratios['adkit']):.2f}-{max(ratios['adkit']):.2f}")
         print(f"| {case} | " + " | ".join(cells) + f" | {ratio} |")
     if "adkit" in frameworks:
         print("\n| checkpoint (n=1000) | forward steps | carries stored | peak memory KB "

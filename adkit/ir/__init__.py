@@ -1,8 +1,11 @@
-"""adkit.ir: computations as networkx graphs: tracing, evaluation, printing, passes."""
-from . import passes, rules
-from .graph import Graph, GraphError
+"""adkit.ir: computations as networkx graphs: tracing, evaluation, printing, passes.
+
+For pass writers: `Graph` (schema and helpers in graph.py's docstring), `Value`,
+`TensorSpec` (trace on shapes alone), `ops` (every op class by name), `passes`."""
+from . import ops, passes, rules
+from .graph import Graph, GraphError, Value
 from .rules import TensorSpec
 from .trace import TracerTensor, TracerValueError, TracingInterpreter, trace
 
 __all__ = ["Graph", "GraphError", "TensorSpec", "TracerTensor", "TracerValueError",
-           "TracingInterpreter", "trace", "rules", "passes"]
+           "TracingInterpreter", "Value", "ops", "trace", "rules", "passes"]

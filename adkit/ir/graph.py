@@ -1,30 +1,49 @@
 """The IR: a `Graph` over a `networkx.MultiDiGraph`.
 
-Owns: the node and edge schema, builders, a stable topological order, `validate()`.
+Owns: the node and edge schema, builders, the pass-writer helpers (`nodes`, `op_nodes`,
+`args`, `users`, `add_op`, `replace_all_uses`), a stable topological order, `validate()`.
 Does not: trace (trace.py), evaluate (evaluate.py) or print (printing.py).
 
 | element | attributes |
 |---|---|
 | `input` node  | `kind="input"`, `index`, `shape`, `dtype` |
-| `const` node  | `kind="const"`, `value` (ndarray), `shape`, `dtype` |
-| `op` node     | `kind="op"`, `op` (Function class), `params` (dict by parameter name), `specs` (one `TensorSpec` per output), `shape`/`dtype` (of output 0), `source` ("file:line" of the call), `aliases` (per output: the argument position it overwrites in place, or None) |
+| `const` node  | `kind="const"`, `value` (read-only ndarray), `shape`, `dtype`; `requires_grad=True` when it was a parameter the traced function closed over |
+| `op` node     | `kind="op"`, `op` (Function class), `params` (dict of static arguments by parameter name; loops, branches and fused kernels keep their bodies here as Graphs), `specs` (one `TensorSpec` per output), `shape`/`dtype` (of output 0), `source` ("file:line" of the user's call, or None), `aliases` (per output: the argument position it overwrites in place, or None) |
 | `output` node | `kind="output"`, `index` |
 | edge u -> v   | key = `pos` = argument position at v; `out` = which output of u |
 
+A value is `Value(node, out)` (a namedtuple, equal to the plain `(node, out)` pair): output
+`out` of `node`. A static argument (a Python number, a dim, a shape) is no edge: it sits in
+the consumer's `params` under its parameter name, so `x * 2.0` is one `mul` node with one
+edge (pos 0) and `params == {"y": 2.0}`.
 Node ids are increasing ints; every walk is in `topo_order()` (lexicographic topological
 order by id), so printing, passes and codegen are reproducible. `x * x` is two parallel
 edges that differ only by key/`pos`. A multi-output op's `shape`/`dtype` are those of
 output 0; `specs` has them all.
 """
+from collections import namedtuple
+
 import networkx as nx
 import numpy as np
 
 from . import evaluate, printing, rules
 from .rules import TensorSpec, spec_of
 
+Value = namedtuple("Value", ("node", "out"))
+Value.__doc__ = "Output `out` of graph node `node` (equal to the plain tuple (node, out))."
+
 
 class GraphError(ValueError):
     """A graph that breaks the schema (cycles, dangling edges, missing arguments...)."""
+
+
+class NodeList(list):
+    """A list of node ids that may also be called: `graph.op_nodes()` is the documented
+    form; the older attribute form `graph.op_nodes` (no call) still works for the code
+    written against it."""
+
+    def __call__(self):
+        return self
 
 
 class Graph:
@@ -60,7 +79,39 @@ class Graph:
         self.nx.add_node(n, kind="const", value=value, shape=spec.shape, dtype=spec.dtype)
         return n
 
-    def add_op(self, op, args, params=None, specs=None, source=None, aliases=None):
+    def add_op(self, op, *args, **params):
+        """Add a node applying `op` (a Function class, e.g. `ak.ir.ops.Mul`) and return
+        its id. Positional `args` are the op's tensor arguments in order, each a Value or
+        a node id (its output 0); static arguments go by keyword, by the name of the op's
+        parameter: `g.add_op(ops.Mul, x, y=2.0)`, `g.add_op(ops.Sum, x, dim=1)`. The
+        op's own shape rule gives the new node's specs (an error there names the op).
+
+        The builders' form `add_op(op, {pos: (node, out)}, params, specs=None,
+        source=None, aliases=None)` (a dict first) is `add_op_node`."""
+        if args and type(args[0]) is dict:
+            return self.add_op_node(op, *args, **params)
+        values = [self._as_value(a, f"argument {i} of add_op({op.__name__}, ...)")
+                  for i, a in enumerate(args)]
+        edges, params = rules.place_args(op, values, params)
+        return self.add_op_node(op, edges, params)
+
+    def _as_value(self, a, what):
+        """Value for a node id or a (node, out) pair of this graph, else TypeError."""
+        if isinstance(a, tuple) and len(a) == 2:
+            node, out = a
+        elif isinstance(a, (int, np.integer)) and not isinstance(a, bool):
+            node, out = a, 0
+        else:
+            raise TypeError(f"{what} is {type(a).__name__} {a!r}; tensor arguments are "
+                            "graph values (a node id or ak.ir.Value(node, out)); pass static "
+                            "arguments (numbers, dims, shapes) by keyword, e.g. y=2.0")
+        if node not in self.nx:
+            raise GraphError(f"{what}: node {node} is not in the graph")
+        if not 0 <= out < len(self.specs_of(node)):
+            raise GraphError(f"{what}: node {node} has no output {out}")
+        return Value(int(node), int(out))
+
+    def add_op_node(self, op, args, params=None, specs=None, source=None, aliases=None):
         """Add `op` applied to `args` ({position: (node, out)} for the tensor arguments)
         and `params` (static arguments by name). Without `specs`, the op's own shape rule
         gives them. `aliases[i]`: the argument position output i overwrites in place."""
@@ -103,9 +154,30 @@ class Graph:
     def outputs(self):
         return self.nodes_of("output")
 
+    def nodes(self, kind=None):
+        """Every node id (or those of one `kind`) in topological order."""
+        order = self.topo_order()
+        if kind is None:
+            return order
+        return [n for n in order if self.nx.nodes[n]["kind"] == kind]
+
     @property
     def op_nodes(self):
-        return [n for n in self.topo_order() if self.nx.nodes[n]["kind"] == "op"]
+        """`graph.op_nodes()`: the op nodes in topological order, the order a rewrite
+        should visit them in (each node's arguments come before it)."""
+        return NodeList(self.nodes("op"))
+
+    def args(self, n):
+        """The tensor arguments of node n, by position: a list of Value(node, out). Its
+        static arguments are `graph.nx.nodes[n]["params"]`."""
+        return [Value(u, out) for _, u, out in self.args_of(n)]
+
+    def users(self, value):
+        """The nodes that read `value` (a node id: any of its outputs; a Value: that
+        output), in id order, each once; output nodes included."""
+        node, out = (value, None) if not isinstance(value, tuple) else value
+        return sorted({v for _, v, d in self.nx.out_edges(node, data=True)
+                       if out is None or d["out"] == out})
 
     def topo_order(self):
         try:
@@ -134,7 +206,37 @@ class Graph:
         if data["kind"] == "output":
             (_, u, out), = self.args_of(n)
             return (self.specs_of(u)[out],)
-        return (TensorSpec(data["shape"], data["dtype"]),)
+        return (TensorSpec._make((data["shape"], data["dtype"])),)  # no re-check: hot
+
+    def replace_all_uses(self, old, new):
+        """Make every reader of `old` read `new` instead, keeping argument positions, and
+        return the nodes changed. `old`/`new`: node ids (each output of old is replaced by
+        the same output of new) or Values. Readers that `new` itself depends on keep
+        reading `old` (so `new = f(old)` can take old's place without a cycle). `old`
+        stays, unread: `ak.ir.passes.dce` removes it. GraphError if shapes or dtypes
+        differ (a rewrite must compute the same kind of value)."""
+        if isinstance(old, tuple) or isinstance(new, tuple):
+            old, new = (self._as_value(v, "replace_all_uses") for v in (old, new))
+            pairs = {old.out: new}
+        else:
+            n_out = len(self.specs_of(self._as_value(old, "replace_all_uses").node))
+            pairs = {k: self._as_value((new, k), "replace_all_uses") for k in range(n_out)
+                     if self.users((old, k))}
+            old = Value(old, 0)
+        feeding = nx.ancestors(self.nx, next(iter(pairs.values())).node) if pairs else set()
+        moves = [(v, key, d, pairs[d["out"]])
+                 for _, v, key, d in self.nx.out_edges(old.node, keys=True, data=True)
+                 if d["out"] in pairs and v not in feeding and v != pairs[d["out"]].node]
+        for out, target in pairs.items():  # all checked before anything moves
+            was, now = self.specs_of(old.node)[out], self.specs_of(target.node)[target.out]
+            if tuple(was) != tuple(now):
+                raise GraphError(f"replace_all_uses: node {old.node} output {out} is "
+                                 f"{printing.format_spec(was)} but node {target.node} output "
+                                 f"{target.out} is {printing.format_spec(now)}")
+        for v, key, d, target in moves:
+            self.nx.remove_edge(old.node, v, key=key)
+            self.nx.add_edge(target.node, v, key=key, pos=d["pos"], out=target.out)
+        return sorted({v for v, _, _, _ in moves})
 
     def copy(self):
         """An independent copy (node attribute dicts and params copied, values shared)."""

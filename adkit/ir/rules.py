@@ -14,13 +14,33 @@ from ..autograd.function import _binding
 from ..autograd.grad_mode import no_grad
 from ..tensor import Tensor, _make
 
-TensorSpec = namedtuple("TensorSpec", ("shape", "dtype"))
+class TensorSpec(namedtuple("TensorSpec", ("shape", "dtype"))):
+    """The shape and dtype of a value, without the value: `ak.ir.TensorSpec((3, 4),
+    ak.float32)` (dtype defaults to the default dtype; numpy dtypes and "float64"-style
+    strings are accepted). `ak.trace(f, spec, ...)` traces on specs alone."""
+    __slots__ = ()
+
+    def __new__(cls, shape, dtype=None):
+        if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+            shape = (shape,)
+        try:
+            dims = tuple(shape)
+        except TypeError:
+            raise TypeError(f"TensorSpec: shape must be a tuple of ints, not "
+                            f"{type(shape).__name__}") from None
+        for i, d in enumerate(dims):
+            if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or d < 0:
+                raise TypeError(f"TensorSpec: shape must be a tuple of non-negative ints, "
+                                f"but found {d!r} ({type(d).__name__}) at pos {i}")
+        dtype = dtypes.to_dtype(dtype) or dtypes.get_default_dtype()
+        return super().__new__(cls, tuple(int(d) for d in dims), dtype)
 
 
 def spec_of(value):
     """TensorSpec of an ndarray or Tensor."""
     arr = value._data if isinstance(value, Tensor) else value
-    return TensorSpec(tuple(arr.shape), dtypes.from_numpy_dtype(arr.dtype))
+    # _make skips __new__'s checks: numpy shapes and dtypes are already well formed
+    return TensorSpec._make((tuple(arr.shape), dtypes.from_numpy_dtype(arr.dtype)))
 
 
 def call_positions(op):
@@ -49,6 +69,37 @@ def split_args(op, args, is_tensor):
         else:
             params[_param_key(names, var, pos)] = a
     return tensors, params
+
+
+def place_args(op, values, params):
+    """({position: value}, params) for `op(*values, **params)` where the positional
+    `values` are the tensor arguments: each keyword takes its parameter's position, the
+    values fill the other positions in order (then the op's *args), and parameters left
+    unset get their defaults. TypeError names the op for unknown or missing ones."""
+    names, var = call_positions(op)
+    sig = (op._binding or _binding(op))[3]
+    unknown = [k for k in params if k not in names]
+    if unknown:
+        raise TypeError(f"{op.__name__} has no parameter(s) {unknown}; its parameters are "
+                        f"{names + ([f'*{var}'] if var else [])}")
+    params, edges, it = dict(params), {}, iter(values)
+    for pos, name in enumerate(names):
+        if name in params:
+            continue
+        value = next(it, None)
+        if value is not None:
+            edges[pos] = value
+        elif sig.parameters[name].default is not sig.empty:
+            params[name] = sig.parameters[name].default
+        else:
+            raise TypeError(f"{op.__name__}: no value for its argument {pos} ({name})")
+    rest = list(it)
+    if rest and var is None:
+        raise TypeError(f"{op.__name__} takes {len(names)} argument(s) "
+                        f"({', '.join(names)}); got {len(values)} graph values and "
+                        f"keywords {sorted(params)}")
+    edges.update({len(names) + i: v for i, v in enumerate(rest)})
+    return edges, params
 
 
 def join_args(op, tensors, params):
@@ -111,5 +162,6 @@ def _as_spec(o):
     return spec_of(o)
 
 
-__all__ = ["TensorSpec", "spec_of", "call_positions", "split_args", "join_args", "infer",
+__all__ = ["TensorSpec", "spec_of", "call_positions", "split_args", "place_args", "join_args",
+           "infer",
            "stand_in"]

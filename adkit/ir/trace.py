@@ -197,20 +197,22 @@ def _user_source():
 
 
 def _is_tensor_leaf(x):
-    return isinstance(x, (Tensor, np.ndarray))
+    return isinstance(x, (Tensor, np.ndarray, rules.TensorSpec))
 
 
 def trace(f, *example_args, **kwargs):
-    """Trace `f(*example_args, **kwargs)` into a Graph. Tensor (and ndarray) leaves of the
-    argument pytrees become inputs, in order; other leaves and all kwargs are static.
-    Only shapes and dtypes of the examples are used, never their values."""
+    """Trace `f(*example_args, **kwargs)` into a Graph. Tensor, ndarray and
+    `ak.ir.TensorSpec(shape, dtype)` leaves of the argument pytrees become inputs, in
+    order; other leaves and all kwargs are static. Only shapes and dtypes of the examples
+    are used, never their values, so specs can stand for them (mixed freely)."""
     graph = Graph()
     interp = TracingInterpreter(graph)
     leaves, in_tree = tree_flatten(example_args, is_leaf=_is_tensor_leaf)
     traced_leaves, n_inputs = [], 0
     for i, leaf in enumerate(leaves):
         if _is_tensor_leaf(leaf):
-            traced_leaves.append(interp.new_input(rules.spec_of(leaf), n_inputs))
+            spec = leaf if isinstance(leaf, rules.TensorSpec) else rules.spec_of(leaf)
+            traced_leaves.append(interp.new_input(spec, n_inputs))
             n_inputs += 1
         else:
             graph.static_args[i] = leaf

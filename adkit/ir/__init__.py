@@ -6,6 +6,7 @@ from . import ops, passes, rules
 from .graph import Graph, GraphError, Value
 from .rules import TensorSpec
 from .trace import TracerTensor, TracerValueError, TracingInterpreter, trace
+from .viewer import view
 
 __all__ = ["Graph", "GraphError", "TensorSpec", "TracerTensor", "TracerValueError",
-           "TracingInterpreter", "Value", "ops", "trace", "rules", "passes"]
+           "TracingInterpreter", "Value", "ops", "trace", "rules", "passes", "view"]

@@ -26,7 +26,7 @@ from collections import namedtuple
 import networkx as nx
 import numpy as np
 
-from . import evaluate, printing, rules
+from . import evaluate, printing, rules, viewer
 from .rules import TensorSpec, spec_of
 
 Value = namedtuple("Value", ("node", "out"))
@@ -277,6 +277,13 @@ class Graph:
 
     def _repr_svg_(self):
         return printing.to_svg(self)
+
+    def _repr_html_(self):
+        return viewer.notebook_html(self)
+
+    def show(self, path=None, open=False):  # noqa: A002
+        """Write the interactive HTML viewer page (see ak.ir.view); return its path."""
+        return viewer.view(self, path=path, open=open)
 
     # ------------------------------------------------------------ checking
     def validate(self):

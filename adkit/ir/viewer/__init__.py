@@ -1,0 +1,11 @@
+"""Looking at graphs in notebooks and in the browser.
+
+Owns: `view(graph, *more_graphs, path=None, titles=None, open=False)` (one
+self-contained HTML page: pan, zoom, hover data, bodies that open on click, graphs side
+by side) and `notebook_html(graph)` (a Graph's `_repr_html_`). Does not: make the
+Graphviz text or run the renderer (printing.py), or change graphs.
+"""
+from .nodes import describe
+from .page import notebook_html, page, picture, view
+
+__all__ = ["describe", "notebook_html", "page", "picture", "view"]

@@ -1,0 +1,163 @@
+"""The graph viewer page (ak.ir.view) in a real headless browser: Debian's chromium,
+driven by selenium through chromedriver. Skipped, saying why, where any is missing."""
+import shutil
+
+import pytest
+
+import adkit as ak
+from adkit.ir import printing
+
+pytest.importorskip("selenium", reason="the browser test drives chromium with selenium "
+                    "(pip install selenium; it is in the test extra)")
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.webdriver.common.actions.wheel_input import ScrollOrigin  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None or DRIVER is None,
+    reason="no headless browser: install Debian's chromium and chromium-driver "
+           "(apt-get install chromium chromium-driver; .ci/run tries to)")
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-dev-shm-usage", "--window-size=1400,900"]
+
+
+def model(x, w):
+    y = x @ w
+    h = ak.tanh(y)  # the line the tooltip names
+    return (h * 2 + 1).sum()
+
+
+TANH_LINE = model.__code__.co_firstlineno + 2
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS + [f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"]:
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=DRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def graphs():
+    x, w = ak.randn(3, 4), ak.randn(4, 5)
+    forward = ak.trace(model, x, w)
+    return forward, ak.ir.passes.fuse(ak.ir.passes.vjp(forward))
+
+
+def _load(browser, path):
+    browser.get(f"file://{path}")
+    browser.get_log("browser")  # drop what an earlier page logged
+    browser.refresh()
+    return browser.find_elements(By.CSS_SELECTOR, ".adkit-panel")
+
+
+def _errors(browser):
+    return [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def _node(panel, graph, op):
+    """The picture's element of the first top-level `op` node of `graph`."""
+    n = next(n for n in graph.op_nodes if printing.op_name(graph.nx.nodes[n]["op"]) == op)
+    return panel.find_element(By.CSS_SELECTOR, f'g.node[data-id="n{n}"]'), n
+
+
+def test_viewer_page_loads_with_nodes_and_no_errors(browser, graphs, tmp_path):
+    path = ak.ir.view(*graphs, path=tmp_path / "page.html", titles=["forward", "vjp"])
+    panels = _load(browser, path)
+    assert _errors(browser) == []
+    assert [p.find_element(By.TAG_NAME, "h2").text for p in panels] == ["forward", "vjp"]
+    forward, _ = graphs
+    shown = [g for g in panels[0].find_elements(By.CSS_SELECTOR, "g.node") if g.is_displayed()]
+    assert len(shown) == len(forward)  # every node of the forward graph, each once
+    assert browser.find_element(By.ID, "adkit-tooltip").is_displayed() is False
+
+
+def test_viewer_hover_shows_op_type_and_source_line(browser, graphs, tmp_path):
+    forward, _ = graphs
+    # a copy beside it: nodes of the same source line light up in the other panel
+    panels = _load(browser, ak.ir.view(forward, forward.copy(), path=tmp_path / "hover.html"))
+    tanh, _ = _node(panels[0], forward, "tanh")
+    ActionChains(browser).move_to_element(tanh).perform()
+    tip = browser.find_element(By.ID, "adkit-tooltip")
+    assert tip.is_displayed()
+    for text in ("tanh", "f32[3,5]", "float32", "(3, 5)",
+                 f"test_viewer_browser.py:{TANH_LINE}"):
+        assert text in tip.text, (text, tip.text)
+    assert "adkit-hover" in tanh.get_attribute("class")
+    linked = panels[1].find_elements(By.CSS_SELECTOR, "g.node.adkit-linked")
+    assert [g.get_attribute("data-id") for g in linked] == [tanh.get_attribute("data-id")]
+    ActionChains(browser).move_to_element(panels[0].find_element(By.TAG_NAME, "h2")).perform()
+    assert not tip.is_displayed()
+    assert _errors(browser) == []
+
+
+def test_viewer_click_opens_and_closes_a_fused_kernel(browser, graphs, tmp_path):
+    _, backward = graphs
+    panel, = _load(browser, ak.ir.view(backward, path=tmp_path / "click.html"))
+    owner = next(n for n in backward.op_nodes
+                 if printing.op_name(backward.nx.nodes[n]["op"]) == "fused_kernel")
+    cluster = panel.find_element(By.CSS_SELECTOR, f'g.cluster[data-id="cluster_n{owner}_0_"]')
+    inside = panel.find_elements(By.CSS_SELECTOR, f'g.node[data-id^="n{owner}_0_"]')
+    assert inside and not any(g.is_displayed() for g in inside)
+    assert "adkit-collapsed" in cluster.get_attribute("class")
+    assert "click to open" in cluster.text
+    cluster.click()
+    assert "adkit-collapsed" not in cluster.get_attribute("class")
+    assert all(g.is_displayed() for g in inside)
+    # the fused node itself closes it again
+    panel.find_element(By.CSS_SELECTOR, f'g.node[data-id="n{owner}"]').click()
+    assert not any(g.is_displayed() for g in inside)
+    panel.find_element(By.CSS_SELECTOR, 'button[data-act="expand"]').click()
+    assert all(g.is_displayed() for g in inside)
+    assert _errors(browser) == []
+
+
+def _transform(panel):
+    return panel.find_element(By.CSS_SELECTOR, ".adkit-stage").get_attribute("style")
+
+
+def test_viewer_wheel_zooms_and_drag_pans(browser, graphs, tmp_path):
+    forward, _ = graphs
+    panel, = _load(browser, ak.ir.view(forward, path=tmp_path / "zoom.html"))
+    viewport = panel.find_element(By.CSS_SELECTOR, ".adkit-viewport")
+    before = _transform(panel)
+    assert "scale(" in before
+    ActionChains(browser).scroll_from_origin(ScrollOrigin.from_element(viewport), 0, -300) \
+        .perform()
+    zoomed = _transform(panel)
+    assert zoomed != before
+    scale = lambda style: float(style.split("scale(")[1].split(")")[0])  # noqa: E731
+    assert scale(zoomed) > scale(before)  # wheel up zooms in
+    ActionChains(browser).move_to_element_with_offset(viewport, 5, 5).click_and_hold() \
+        .move_by_offset(60, 40).release().perform()
+    panned = _transform(panel)
+    assert panned != zoomed and scale(panned) == scale(zoomed)
+    assert _errors(browser) == []
+
+
+def test_viewer_own_layout_works_without_a_renderer(browser, graphs, tmp_path, monkeypatch):
+    """With no Graphviz renderer the page draws its own layout; hover and clicks work."""
+    monkeypatch.setattr(printing, "to_svg", lambda graph: None)
+    _, backward = graphs
+    panel, = _load(browser, ak.ir.view(backward, path=tmp_path / "own.html"))
+    assert panel.get_attribute("data-layout") == "layered"
+    assert "own layout" in panel.find_element(By.CSS_SELECTOR, ".adkit-note").text
+    node, n = _node(panel, backward, "fused_kernel")
+    ActionChains(browser).move_to_element(node).perform()
+    assert "fused_kernel" in browser.find_element(By.ID, "adkit-tooltip").text
+    inside = panel.find_elements(By.CSS_SELECTOR, f'g.node[data-id^="n{n}_0_"]')
+    assert inside and not any(g.is_displayed() for g in inside)
+    node.click()
+    assert all(g.is_displayed() for g in inside)
+    assert _errors(browser) == []

@@ -79,10 +79,12 @@ def _describe(tree):
     return repr(tree) if tree.kind != "leaf" else "a single leaf"
 
 
-def run(graph, inputs, *, as_recorded=False):
+def run(graph, inputs, *, as_recorded=False, on_node=None):
     """Evaluate node by node; returns the list of outputs in index order. With
     `as_recorded`, every op's value is broadcast to the shape its node records (a fused
-    kernel's sub-graph reads some inputs un-expanded, but computes at the node shapes)."""
+    kernel's sub-graph reads some inputs un-expanded, but computes at the node shapes).
+    `on_node(n, values)` is called after each op node has run (the vjp/jvp/vmap passes
+    note there which new nodes each node of the graph they derive from gave)."""
     env, outputs = {}, {}
     order = graph.topo_order()
     last_use = {u: i for i, n in enumerate(order) for u in graph.nx.predecessors(n)}
@@ -97,6 +99,8 @@ def run(graph, inputs, *, as_recorded=False):
             env[n] = run_node(graph, n, data, env)
             if as_recorded:
                 env[n] = tuple(_broadcast(r, spec) for r, spec in zip(env[n], data["specs"]))
+            if on_node is not None:
+                on_node(n, env[n])
         else:
             (_, u, out), = graph.args_of(n)
             outputs[data["index"]] = env[u][out]

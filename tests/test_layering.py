@@ -1,6 +1,6 @@
 """Repository hygiene: the import direction of DESIGN.md and a file-size budget.
 
-Layers, lowest first: dtypes/_hooks -> tensor -> _dispatch -> autograd -> ops -> nn/func
+Layers, lowest first: dtypes/_hooks/_config -> tensor -> _dispatch -> autograd -> ops -> nn/func
 -> ir/control -> codegen -> testing -> the package front (adkit/__init__, __main__, _demo). A module imports
 only from its own layer or below. Imports inside functions are allowed only when marked
 `# upward call (see tests/test_layering.py)` and listed in UPWARD_CALLS.
@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent / "adkit"
 LAYERS = [
-    (("adkit.dtypes", "adkit._hooks"), 0),
+    (("adkit.dtypes", "adkit._hooks", "adkit._config"), 0),
     (("adkit.tensor",), 1),
     (("adkit._dispatch",), 2),
     (("adkit.autograd",), 3),

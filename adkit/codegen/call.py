@@ -24,7 +24,8 @@ from ..control.derive import call, graph_of, jvp_parts, split_vjp, vjp_parts, vm
 from ..ir import rules
 from ..ir.passes.cleanup import has_in_place_ops
 from ..tensor import Tensor, _make
-from .compiled import OPTIMIZE, Compiled
+from .compiled import Compiled
+from .pipeline import run_pipeline
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -33,14 +34,17 @@ class CallPlan(Plan):
     leaves...) -> result leaves."""
     graph: object = None
     name: str = "jitted function"
+    passes: tuple = ()  # the user's (ak.jit(f, passes=...)): run on every graph compiled
     body_fields = ("graph",)
 
     def compiled(self):
-        return self.derived("compiled", lambda: Compiled(OPTIMIZE(self.graph)))
+        return self.derived("compiled", lambda: Compiled(
+            run_pipeline(self.graph, self.passes, self.name), self.name))
 
     def derive(self, key, build):
         """The CallPlan of the graph `build()` makes (cached under `key`)."""
-        return self.derived(key, lambda: CallPlan(graph=build(), name=f"{self.name}'s {key}"))
+        return self.derived(key, lambda: CallPlan(graph=build(), name=f"{self.name}'s {key}",
+                                                  passes=self.passes))
 
     @property
     def n_out(self):
@@ -150,8 +154,9 @@ def _split(plan):
     def build():
         n_in = len(plan.graph.inputs)
         forward, _, backward = split_vjp(plan.graph, n_in, 0, store_const_values=True)
-        return (CallPlan(graph=forward, name=f"{plan.name}'s forward"),
-                CallPlan(graph=backward, name=f"{plan.name}'s backward"))
+        return (CallPlan(graph=forward, name=f"{plan.name}'s forward", passes=plan.passes),
+                CallPlan(graph=backward, name=f"{plan.name}'s backward",
+                         passes=plan.passes))
     return plan.derived("split", build)
 
 
@@ -271,7 +276,8 @@ def _trace(jitted, tensors, rebuild):
     if not body.graph.outputs or has_in_place_ops(body.graph):
         return None
     name = f"jit({getattr(jitted.fn, '__name__', 'f')})"
-    return _Traced(CallPlan(graph=body.graph, name=name), body.captured, body)
+    return _Traced(CallPlan(graph=body.graph, name=name, passes=jitted.passes),
+                   body.captured, body)
 
 
 __all__ = ["CallPlan", "JitCall", "JitCallSavingResiduals", "call_jitted", "call_vjp"]

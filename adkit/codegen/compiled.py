@@ -13,6 +13,7 @@ import threading
 import numpy as np
 from llvmlite import ir as llvm_ir
 
+from .. import _config
 from .._pytree import tree_unflatten
 from ..control import batch_accumulations, hoist_invariants, merge_residual_scans
 from ..ir import evaluate, passes
@@ -43,7 +44,7 @@ class Compiled:
 
     closes_over_grad = False  # Jitted sets it: the traced function reads a parameter
 
-    def __init__(self, graph):
+    def __init__(self, graph, name="jitted function"):
         self.graph = graph
         planner = plan.Planner(graph)
         self.kernels = planner.kernels
@@ -56,6 +57,8 @@ class Compiled:
             step.emit(module, vector_bytes)
         self.segments = [step.name for step in planner.segments]
         self.segment_calls = [step.calls for step in planner.segments]  # NativeCalls
+        if module.functions and _config.dump_llvm():
+            _config.dump(f"{name} LLVM IR", str(module), "ll")
         # a plan whose steps all run on numpy needs no native code
         self.module = runtime.compile_module(module) if module.functions else None
         for step in self.steps:

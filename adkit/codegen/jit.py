@@ -17,16 +17,21 @@ from ..ir.trace import trace
 from ..tensor import Tensor
 from .call import call_jitted
 from .compiled import OPTIMIZE, Compiled
+from .pipeline import check_passes, pass_name, passes_key, run_pipeline
 
 _interpreters = _dispatch._STACK.get
 
 
-def jit(fn=None, static_argnums=()):
+def jit(fn=None, static_argnums=(), passes=None):
     """Compile `fn` per input signature (shapes, dtypes, pytree structure, static
-    values); usable as `ak.jit(f)`, `@ak.jit` or `@ak.jit(static_argnums=...)`."""
+    values); usable as `ak.jit(f)`, `@ak.jit` or `@ak.jit(static_argnums=...)`.
+    `passes`: a list of functions Graph -> Graph run on each traced graph (after
+    tracing and autodiff, before jit's own clean-up and fusion; see pipeline.py)."""
     if fn is None:
-        return functools.partial(jit, static_argnums=static_argnums)
-    return Jitted(fn, static_argnums)
+        return functools.partial(jit, static_argnums=static_argnums, passes=passes)
+    if not callable(fn):
+        raise TypeError(f"ak.jit: expected a function to compile, got {type(fn).__name__}")
+    return Jitted(fn, static_argnums, passes)
 
 
 def _is_tensor(x):
@@ -36,7 +41,7 @@ def _is_tensor(x):
 class Jitted:
     """A compiled function: one Compiled per signature seen."""
 
-    def __init__(self, fn, static_argnums=()):
+    def __init__(self, fn, static_argnums=(), passes=None):
         self.fn = fn
         self.static_argnums = (static_argnums,) if isinstance(static_argnums, int) \
             else tuple(static_argnums)
@@ -46,6 +51,24 @@ class Jitted:
         self.cache = {}
         self.op_cache = {}  # signature -> the traced body a JitCall op runs (call.py)
         self._fast = {}  # (shape, dtype) per plain-tensor argument -> Compiled
+        self.passes = passes
+
+    @property
+    def passes(self):
+        """The user's passes (a tuple); setting new ones forgets what was compiled."""
+        return self._passes
+
+    @passes.setter
+    def passes(self, passes):
+        self._passes = check_passes(passes)
+        self._passes_key = passes_key(self._passes)
+        self.cache.clear()
+        self.op_cache.clear()
+        self._fast.clear()
+
+    @property
+    def name(self):
+        return getattr(self.fn, "__qualname__", None) or getattr(self.fn, "__name__", "f")
 
     def _key(self, args, kwargs):
         dynamic = [a for i, a in enumerate(args) if i not in self.static_argnums]
@@ -59,7 +82,8 @@ class Jitted:
                 raise TypeError(f"jit: keyword arguments are static (compiled in), but "
                                 f"{name}= is a tensor: pass tensors positionally")
         return (tree, sig, statics,
-                tuple(sorted((k, type(v).__name__, v) for k, v in kwargs.items())))
+                tuple(sorted((k, type(v).__name__, v) for k, v in kwargs.items())),
+                self._passes_key)
 
     def __call__(self, *args, **kwargs):
         if not kwargs and not self.static_argnums and not _interpreters():
@@ -93,7 +117,9 @@ class Jitted:
         compiled = self.cache.get(key)
         if compiled is None:
             graph = trace(self.fn, *args, **kwargs)
-            compiled = self.cache[key] = Compiled(OPTIMIZE(graph))
+            name = f"jit({self.name})"
+            compiled = self.cache[key] = Compiled(run_pipeline(graph, self._passes, name),
+                                                  name)
             # a closure over a tensor that requires grad (a parameter): calls read its
             # current value (an optimizer changes it in place) and autograd records them
             # (call.py); other closed-over tensors are snapshots, as in JAX
@@ -102,4 +128,4 @@ class Jitted:
         return compiled
 
 
-__all__ = ["OPTIMIZE", "Compiled", "Jitted", "jit"]
+__all__ = ["OPTIMIZE", "Compiled", "Jitted", "jit", "pass_name"]

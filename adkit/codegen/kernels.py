@@ -42,9 +42,10 @@ Tmp = namedtuple("Tmp", ("index",))
 Output = namedtuple("Output", ("ref", "strides", "combine", "dtype"), defaults=(None,))
 
 
-class Step(namedtuple("Step", ("op", "args", "params"))):
+class Step(namedtuple("Step", ("op", "args", "params", "name"), defaults=(None,))):
     """An elementwise op at the iteration point: `args` holds an In or Tmp at each
-    tensor position (None elsewhere), `params` the op's named static arguments."""
+    tensor position (None elsewhere), `params` the op's named static arguments, `name`
+    the SSA name of its node in the kernel's graph (its LLVM values carry it)."""
 
     __slots__ = ()
 
@@ -56,7 +57,7 @@ class Step(namedtuple("Step", ("op", "args", "params"))):
             args = rules.join_args(self.op, {p: operand(a, c) for p, a in
                                              enumerate(self.args) if a is not None},
                                    self.params)
-            values.append(self.op.lower(sb, *args))
+            values.append(name_value(self.op.lower(sb, *args), self.name))
         return values
 
     def ns_per_element(self, ns_per_step):
@@ -68,9 +69,11 @@ class Step(namedtuple("Step", ("op", "args", "params"))):
         return str(getattr(self.op, "public_name", self.op.__name__))
 
 
-class Contraction(namedtuple("Contraction", ("a", "b", "k", "a_stride", "b_stride"))):
+class Contraction(namedtuple("Contraction", ("a", "b", "k", "a_stride", "b_stride",
+                                             "name"), defaults=(None,))):
     """A matmul as a step: the sum over kk < k of a[.. + kk a_stride] * b[.. + kk
-    b_stride], a and b In inputs whose strides place row and column at the point."""
+    b_stride], a and b In inputs whose strides place row and column at the point;
+    `name` the SSA name of its node."""
 
     __slots__ = ()
     ACCUMULATORS = 4  # independent partial sums: enough to hide an add's latency
@@ -103,7 +106,7 @@ class Contraction(namedtuple("Contraction", ("a", "b", "k", "a_stride", "b_strid
                     sums[c].append(product)
                 else:
                     sums[c][j] = b.fadd(sums[c][j], product, flags=("contract",))
-        return [_pairwise(b, partial) for partial in sums]
+        return [name_value(_pairwise(b, partial), self.name) for partial in sums]
 
     def ns_per_element(self, ns_per_step):
         """Its time in the thread cost model: k multiplications and k additions."""
@@ -111,6 +114,15 @@ class Contraction(namedtuple("Contraction", ("a", "b", "k", "a_stride", "b_strid
 
     def __str__(self):
         return f"matmul[K={self.k}]"
+
+
+def name_value(value, name):
+    """`value`, renamed `name` when it is an instruction that still has the name LLVM
+    numbering gave it (".12"): the IR then reads like the graph's listing. Names only:
+    the code is the same (an operand passed through keeps its own name)."""
+    if name and isinstance(value, ir.Instruction) and value.name.startswith("."):
+        value.name = name
+    return value
 
 
 I8 = ir.IntType(8)
@@ -210,6 +222,9 @@ def lower_kernel(kernel, module, vector_bytes):
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64] +
                                              [PTR] * (n_in + n_out)), name=kernel.name)
     start, stop = fn.args[0], fn.args[1]
+    for arg, name in zip(fn.args, ["start", "stop"] + [f"in{k}" for k in range(n_in)] +
+                         [f"out{k}" for k in range(n_out)]):  # the ABI, readable in dumps
+        arg.name = name
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     in_ptrs, out_ptrs = list(fn.args[2:2 + n_in]), list(fn.args[2 + n_in:])
     lanes = lanes_for(kernel.dtype, vector_bytes)

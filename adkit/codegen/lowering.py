@@ -11,7 +11,7 @@ steps (plan.py), or emit code (program.py, kernels.py).
 """
 import numpy as np
 
-from ..ir import passes, rules
+from ..ir import passes, printing, rules
 from ..ir.passes.fuse import contraction, reduction_dims, unit_view
 from ..ops._helpers import Fill
 from . import buffers, kernels, program
@@ -220,6 +220,7 @@ def kernel_for(graph, n, name, in_layouts, out_layouts=()):
     sub = graph.nx.nodes[n]["params"]["graph"]
     index = {i: k for k, i in enumerate(sub.inputs)}
     steps, position, reduced, alias = [], {}, {}, {}
+    names = printing.name_values(sub)  # the body's listing names, for the LLVM values
     views = {m for m in sub.op_nodes if unit_view(sub, m)}
     members = [m for m in sub.op_nodes if reduction_dims(sub, m) is None and m not in views]
     shape, strides = _iteration_space(sub, members, views, in_layouts)
@@ -242,7 +243,8 @@ def kernel_for(graph, n, name, in_layouts, out_layouts=()):
             reduced[m] = dims
             continue
         position[m] = len(steps)
-        steps.append(_step(sub, m, ref, layouts, strides, in_layouts, index, shape))
+        step = _step(sub, m, ref, layouts, strides, in_layouts, index, shape)
+        steps.append(step._replace(name=names[(m, 0)]))
     outputs, scales, placed = _outputs(sub, reduced, shape, ref, out_layouts)
     for k in range(len(in_layouts)):  # read only by matmuls: no strides to honour
         if k not in read_in_place:

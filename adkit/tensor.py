@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from . import dtypes
+from . import _tensor_html, dtypes
 from ._hooks import HookDict, add_hook
 
 
@@ -360,6 +360,10 @@ class Tensor:
     # ------------------------------------------------------------ printing
     def __repr__(self):
         return _format_tensor(self)
+
+    def _repr_html_(self):  # notebooks
+        values = None if isinstance(self, AbstractTensor) else _format_numbers(self._data)
+        return _tensor_html.tensor_html(self, values)
 
     def __format__(self, spec):
         if self._data.ndim == 0 and spec:

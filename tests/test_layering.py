@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent / "adkit"
 LAYERS = [
     (("adkit.dtypes", "adkit._hooks", "adkit._config"), 0),
-    (("adkit.tensor",), 1),
+    (("adkit.tensor", "adkit._tensor_html"), 1),
     (("adkit._dispatch",), 2),
     (("adkit.autograd",), 3),
     (("adkit.ops",), 4),

@@ -15,6 +15,7 @@ from .._pytree import tree_flatten
 from ..autograd.grad_mode import is_grad_enabled
 from ..ir.trace import trace
 from ..tensor import Tensor
+from . import compiled_view
 from .call import call_jitted
 from .compiled import OPTIMIZE, Compiled
 from .pipeline import check_passes, pass_name, passes_key, run_pipeline
@@ -106,6 +107,12 @@ class Jitted:
         if compiled.closes_over_grad:  # reads a parameter: live, and recorded if need be
             return call_jitted(self, args, kwargs)
         return compiled(*args, **kwargs)
+
+    def __repr__(self):
+        return compiled_view.jitted_repr(self)
+
+    def _repr_html_(self):  # notebooks
+        return compiled_view.jitted_html(self)
 
     def lower(self, *args, **kwargs):
         """The optimized, fused Graph for these arguments' signature."""

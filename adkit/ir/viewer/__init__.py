@@ -5,7 +5,7 @@ self-contained HTML page: pan, zoom, hover data, bodies that open on click, grap
 by side) and `notebook_html(graph)` (a Graph's `_repr_html_`). Does not: make the
 Graphviz text or run the renderer (printing.py), or change graphs.
 """
-from .nodes import describe
+from .nodes import dot_structure, panel_data
 from .page import notebook_html, page, picture, view
 
-__all__ = ["describe", "notebook_html", "page", "picture", "view"]
+__all__ = ["dot_structure", "panel_data", "notebook_html", "page", "picture", "view"]

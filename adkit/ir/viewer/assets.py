@@ -27,12 +27,12 @@ body{font-family:system-ui,Helvetica,Arial,sans-serif;margin:0;padding:8px;
 .adkit-panel details{padding:4px 8px;font-size:12px}
 .adkit-panel pre{max-height:30em;overflow:auto;margin:4px 0}
 g.node.adkit-has-body,g.cluster{cursor:pointer}
-g.node.adkit-hover>ellipse,g.node.adkit-hover>polygon,g.node.adkit-hover>path,
-g.node.adkit-hover>rect{stroke:#d62728;stroke-width:3px}
-g.node.adkit-linked>ellipse,g.node.adkit-linked>polygon,g.node.adkit-linked>path,
-g.node.adkit-linked>rect{stroke:#ff7f0e;stroke-width:3px}
-g.cluster.adkit-collapsed>path,g.cluster.adkit-collapsed>polygon,
-g.cluster.adkit-collapsed>rect{fill:#f1f1f1;stroke:#555}
+g.node.adkit-hover ellipse,g.node.adkit-hover polygon,g.node.adkit-hover path,
+g.node.adkit-hover rect{stroke:#d62728;stroke-width:3px}
+g.node.adkit-linked ellipse,g.node.adkit-linked polygon,g.node.adkit-linked path,
+g.node.adkit-linked rect{stroke:#ff7f0e;stroke-width:3px}
+g.cluster.adkit-collapsed path,g.cluster.adkit-collapsed polygon,
+g.cluster.adkit-collapsed rect{fill:#e9eef6;stroke:#555}
 #adkit-tooltip{position:fixed;z-index:10;max-width:520px;background:#fffffe;
   border:1px solid #888;border-radius:4px;padding:6px 8px;font-size:12px;
   box-shadow:0 2px 6px rgba(0,0,0,.25);pointer-events:none;line-height:1.45}
@@ -71,6 +71,12 @@ SCRIPT = r"""
     this.svg = this.stage.querySelector("svg");
     this.nodes = {}; this.clusters = {}; this.edges = []; this.open = {};
     this.view = {x: 0, y: 0, s: 1};
+    // Graphviz turns `tooltip=` into links with titles: the browser's own tooltip
+    // would cover ours
+    this.svg.querySelectorAll("a").forEach(function (a) {
+      a.removeAttributeNS("http://www.w3.org/1999/xlink", "title");
+      a.removeAttribute("title");
+    });
     this.svg.querySelectorAll("g.node").forEach(function (g) {
       var id = takeTitle(g);
       if (id === null) { return; }
@@ -140,7 +146,8 @@ SCRIPT = r"""
     this.refresh();
   };
 
-  // A node or cluster shows when every body it sits in is open.
+  // A node or cluster shows when every body it sits in is open; an edge while one of
+  // its ends does (an edge into a closed body ends on its box).
   Panel.prototype.refresh = function () {
     var self = this, info = this.info;
     function shown(chain) { return chain.every(function (c) { return self.open[c]; }); }
@@ -161,7 +168,7 @@ SCRIPT = r"""
       self.nodes[id].style.display = hidden[id] ? "none" : "";
     });
     this.edges.forEach(function (e) {
-      e[0].style.display = hidden[e[1]] || hidden[e[2]] ? "none" : "";
+      e[0].style.display = hidden[e[1]] && hidden[e[2]] ? "none" : "";
     });
   };
 
@@ -169,21 +176,34 @@ SCRIPT = r"""
     var self = this;
     Object.keys(this.nodes).forEach(function (id) {
       var g = self.nodes[id];
-      g.addEventListener("mouseenter", function (ev) { hover(self, id, ev); });
+      g.addEventListener("mouseenter", function (ev) {
+        hover(self, self.info.nodes[id], g, ev);
+      });
       g.addEventListener("mousemove", place);
       g.addEventListener("mouseleave", unhover);
       g.addEventListener("click", function () {
         var rec = self.info.nodes[id];
         if (!self.dragged && rec && rec.bodies.length) {
-          self.toggle(rec.bodies); hover(self, id, null);
+          self.toggle(rec.bodies); hover(self, rec, g, null);
         }
       });
     });
     Object.keys(this.clusters).forEach(function (c) {
-      self.clusters[c].addEventListener("click", function (ev) {
-        if (self.dragged || !self.info.clusters[c]) { return; }
+      var g = self.clusters[c], rec = self.info.clusters[c];
+      if (!rec) { return; }  // not a body (a legend): left as drawn
+      // a kernel drawn as its cluster (no box of its own) is described by the cluster
+      var described = rec.owner === null && rec.record ?
+        Object.assign({}, rec.record, {bodies: [c]}) : null;
+      if (described) {
+        g.addEventListener("mouseenter", function (ev) { hover(self, described, g, ev); });
+        g.addEventListener("mousemove", place);
+        g.addEventListener("mouseleave", unhover);
+      }
+      g.addEventListener("click", function (ev) {
+        if (self.dragged) { return; }
         ev.stopPropagation();
         self.toggle([c]);
+        if (described) { hover(self, described, g, null); }
       });
     });
   };
@@ -227,9 +247,8 @@ SCRIPT = r"""
     return el;
   }
 
-  function hover(panel, id, ev) {
-    var rec = panel.info.nodes[id];
-    if (!rec) { return; }
+  function hover(panel, rec, g, ev) {
+    if (!rec || !rec.op) { return; }
     tip.textContent = "";
     line(tip, "adkit-op", rec.op + (rec.name ? "  \u2192  " + rec.name : ""));
     line(tip, "adkit-type", "type: " + rec.specs.join(", ") + "   shape: " +
@@ -249,7 +268,7 @@ SCRIPT = r"""
     document.querySelectorAll(".adkit-hover,.adkit-linked").forEach(function (g) {
       g.classList.remove("adkit-hover", "adkit-linked");
     });
-    panel.nodes[id].classList.add("adkit-hover");
+    g.classList.add("adkit-hover");
     if (rec.source) { link(panel, rec.source); }
   }
 

@@ -1,6 +1,7 @@
 """The viewer's own picture, for machines with no Graphviz renderer at all.
 
-Owns: `layered_svg(graph)`: a layered drawing (one row per networkx topological
+Owns: `layered_svg(graph)` and `structure(graph)` (its ids, shaped as
+nodes.dot_structure's): a layered drawing (one row per networkx topological
 generation, in node-id order, so it is reproducible), bodies of loops, branches and fused
 kernels drawn as boxes to the right of their node. The SVG is shaped like Graphviz's
 (`g.node`, `g.edge`, `g.cluster`, each with a `<title>` holding the id, node ids as in
@@ -94,6 +95,22 @@ def _place_bodies(graph, prefix, block, where):
             top = y + inner.height + 3 * _PAD
             right = max(right, left + inner.width + 2 * _PAD)
     block.width, block.height = right, max(block.height, top)
+
+
+def structure(graph, prefix="n", path=(), chain=(), found=None):
+    """The ids of `layered_svg`'s picture, as nodes.dot_structure gives them."""
+    found = found or {"nodes": {}, "clusters": {}, "chains": {}, "parents": {}}
+    for n in graph.topo_order():
+        found["nodes"][f"{prefix}{n}"] = path + (n,)
+        found["chains"][f"{prefix}{n}"] = list(chain)
+        data = graph.nx.nodes[n]
+        for k, (_, body) in enumerate(printing.node_bodies(data) if data["kind"] == "op"
+                                      else ()):
+            cid = f"cluster_{prefix}{n}_{k}_"
+            found["clusters"][cid] = path + (n, k)
+            found["parents"][cid] = list(chain)
+            structure(body, f"{prefix}{n}_{k}_", path + (n, k), chain + (cid,), found)
+    return found
 
 
 def layered_svg(graph):

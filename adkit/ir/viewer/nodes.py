@@ -1,56 +1,159 @@
 """What the viewer knows about each node: hover data and the nesting of bodies.
 
-Owns: `describe(graph)`, the JSON-ready record of every node (op, shapes, dtypes, SSA
-line, the user's source line) and of every body cluster, keyed by the node ids that
-`printing.to_dot` gives (`n<id>`; a body's nodes `n<id>_<k>_<inner id>` inside
-`cluster_n<id>_<k>_`). Does not: draw anything or read the picture's labels, so the
-pictures may label their boxes however they like.
+Owns: `panel_data(graph, structure)`, the JSON-ready records of the picture's nodes and
+clusters (op, shapes, dtypes, SSA line, the user's source line; which bodies enclose
+what), and `dot_structure(dot_text, graph)`, which ties the picture's Graphviz ids to the
+graph's nodes. Does not: draw, or read labels: a picture may label boxes as it likes.
+
+A node is named by its path: `(n,)` at the top, `(n, k, m)` for node m of body k of node n.
+The Graphviz text is read for its structure only (which ids sit in which
+`subgraph cluster_*`); an id's trailing number is its node, a cluster's owner is the
+number its members' common prefix adds to the enclosing scope's prefix (`n23_0_`,
+`n23k` are both node 23's), and its body is the number after that, else the order.
 """
 import linecache
 import os
+import re
 
 from .. import printing
 
-
-def describe(graph, prefix="n"):
-    """{"nodes": {dot id: record}, "clusters": {cluster id: record}} for `graph` and,
-    recursively, the bodies of its loops, branches and fused kernels."""
-    found = {"nodes": {}, "clusters": {}}
-    _walk(graph, prefix, (), found)
-    return found
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NODE = re.compile(r'^\s*"?([A-Za-z_]\w*)"?\s*(\[|;|$)')
+_CLUSTER = re.compile(r'^\s*subgraph\s+"?(cluster[^"\s{]*)"?\s*\{')
+_TRAILING = re.compile(r"(\d+)$")
 
 
-def _walk(graph, prefix, chain, found):
-    """Add `graph`'s nodes (ids `prefix<node>`) nested in the clusters of `chain`."""
+def catalog(graph, path=(), records=None, bodies=None):
+    """({node path: record}, {body path: record}) for `graph` and all its bodies."""
+    records = {} if records is None else records
+    bodies = {} if bodies is None else bodies
     names = printing.name_values(graph)
     for n in graph.topo_order():
         data = graph.nx.nodes[n]
-        dot_id = f"{prefix}{n}"
-        record = _record(graph, n, names)
-        record["clusters"] = list(chain)
-        record["bodies"] = []
-        found["nodes"][dot_id] = record
+        records[path + (n,)] = _record(graph, n, names)
         if data["kind"] != "op":
             continue
         for k, (body_name, body) in enumerate(printing.node_bodies(data)):
-            inner = f"{prefix}{n}_{k}_"
-            cluster = f"cluster_{inner}"
-            record["bodies"].append(cluster)
-            found["clusters"][cluster] = {
-                "owner": dot_id, "parents": list(chain),
-                "label": f"{record['op']} {body_name}",
-                "size": len(body.op_nodes)}
-            _walk(body, inner, chain + (cluster,), found)
+            bodies[path + (n, k)] = {"label": f"{printing.op_name(data['op'])} {body_name}",
+                                     "size": len(body.op_nodes), "graph": body}
+            catalog(body, path + (n, k), records, bodies)
+    return records, bodies
+
+
+class _Scope:
+    """The ids declared directly in one cluster (or at the top) and its sub-clusters."""
+
+    def __init__(self, name=None):
+        self.name, self.ids, self.children = name, [], []
+
+
+def _parse(dot_text):
+    """The tree of scopes of Graphviz text (quoted strings cannot open or close one)."""
+    top = _Scope()
+    stack = [top]
+    for raw in dot_text.splitlines():
+        line = _QUOTED.sub('""', raw).strip()
+        cluster = _CLUSTER.match(raw)
+        if cluster:
+            scope = _Scope(cluster.group(1))
+            stack[-1].children.append(scope)
+            stack.append(scope)
+        elif line.endswith("{"):  # the digraph itself, a rank group: not a body
+            stack.append(stack[-1])
+        elif line.startswith("}"):
+            if len(stack) > 1:
+                stack.pop()
+        elif "->" not in line and "--" not in line:
+            node = _NODE.match(raw)
+            if node and node.group(1) not in ("node", "edge", "graph", "subgraph"):
+                stack[-1].ids.append(node.group(1))
+    return top
+
+
+def _prefix(ids):
+    stems = [_TRAILING.sub("", i) for i in ids]
+    return os.path.commonprefix(stems) if stems else ""
+
+
+def _all_ids(scope):
+    return scope.ids + [i for c in scope.children for i in _all_ids(c)]
+
+
+def dot_structure(dot_text, graph):
+    """{"nodes": {id: path}, "clusters": {id: body path}, "chains": {id: [cluster ids
+    around it]}, "parents": {cluster id: [cluster ids around it]}} of Graphviz text."""
+    found = {"nodes": {}, "clusters": {}, "chains": {}, "parents": {}}
+    top = _parse(dot_text)
+    _match(top, graph, (), _prefix(top.ids), [], found)
+    return found
+
+
+def _match(scope, graph, path, prefix, chain, found):
+    for i in scope.ids:
+        found["chains"][i] = list(chain)
+        number = _TRAILING.search(i)
+        if graph is not None and number and int(number.group(1)) in graph.nx:
+            found["nodes"][i] = path + (int(number.group(1)),)
+    seen = {}  # owner -> how many of its clusters came before
+    for child in scope.children:
+        found["parents"][child.name] = list(chain)
+        inner = _prefix(_all_ids(child) if not child.ids else child.ids)
+        body_path, body = _body_of(graph, path, prefix, inner, seen)
+        if body_path is not None:
+            found["clusters"][child.name] = body_path
+        _match(child, body, body_path or path, inner, chain + [child.name], found)
+
+
+def _body_of(graph, path, prefix, inner, seen):
+    """(body path, body graph) of the cluster whose members' prefix is `inner`."""
+    rest = inner[len(prefix):] if inner.startswith(prefix) else inner
+    numbers = re.findall(r"\d+", rest)
+    if graph is None or not numbers or int(numbers[0]) not in graph.nx or \
+            graph.nx.nodes[int(numbers[0])]["kind"] != "op":
+        return None, None
+    owner = int(numbers[0])
+    bodies = printing.node_bodies(graph.nx.nodes[owner])
+    k = int(numbers[1]) if len(numbers) > 1 else seen.get(owner, 0)
+    seen[owner] = seen.get(owner, 0) + 1
+    if k >= len(bodies):
+        return None, None
+    return path + (owner, k), bodies[k][1]
+
+
+def panel_data(graph, structure):
+    """The JSON the page's script reads for one picture. Only clusters that are bodies
+    open and close; others (a legend) are left as drawn."""
+    records, bodies = catalog(graph)
+    ids = {path: i for i, path in structure["nodes"].items()}
+    owned = structure["clusters"]
+
+    def chain(cids):
+        return [c for c in cids if c in owned]
+    nodes, clusters = {}, {}
+    for cid, body_path in owned.items():
+        body = bodies[body_path]
+        clusters[cid] = {"owner": ids.get(body_path[:-1]),
+                         "parents": chain(structure["parents"][cid]),
+                         "label": body["label"], "size": body["size"],
+                         "record": records[body_path[:-1]]}
+    for i, around in structure["chains"].items():
+        path = structure["nodes"].get(i)
+        record = dict(records[path]) if path is not None else {"op": None}
+        record["clusters"] = chain(around)
+        record["bodies"] = [c for c, bp in owned.items()
+                            if path is not None and bp[:-1] == path]
+        nodes[i] = record
+    return {"nodes": nodes, "clusters": clusters}
 
 
 def _record(graph, n, names):
     """The hover data of one node: plain strings and lists only (it becomes JSON)."""
     data = graph.nx.nodes[n]
     kind = data["kind"]
-    specs = [printing.format_spec(s) for s in graph.specs_of(n)]
-    record = {"kind": kind, "specs": specs,
-              "shape": [list(s.shape) for s in graph.specs_of(n)],
-              "dtype": [str(getattr(s.dtype, "name", s.dtype)) for s in graph.specs_of(n)],
+    specs = graph.specs_of(n)
+    record = {"kind": kind, "specs": [printing.format_spec(s) for s in specs],
+              "shape": [list(s.shape) for s in specs],
+              "dtype": [str(getattr(s.dtype, "name", s.dtype)) for s in specs],
               "source": None, "code": None, "line": None}
     if kind == "op":
         record["op"] = printing.op_name(data["op"])

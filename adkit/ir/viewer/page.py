@@ -33,11 +33,10 @@ def _strip_prolog(svg):
     return svg[svg.index("<svg"):]
 
 
-def picture(graph, described=None):
-    """(SVG text, layout name, note): Graphviz's picture when a renderer is there and
-    its node ids are the ones the hover data is keyed by, else the viewer's own layered
-    drawing; `note` says why the own drawing was used (None otherwise)."""
-    described = described or nodes.describe(graph)
+def picture(graph):
+    """(SVG text, structure, layout name, note): Graphviz's picture when a renderer is
+    there, with its ids tied to the graph's nodes (nodes.dot_structure), else the
+    viewer's own layered drawing; `note` says why the own drawing was used."""
     try:
         svg = printing.to_svg(graph)
     except Exception as e:  # noqa: BLE001 (a failing renderer must not cost the viewer)
@@ -45,20 +44,19 @@ def picture(graph, described=None):
     else:
         note = "no Graphviz renderer is installed"
     if svg:
+        found = nodes.dot_structure(graph.to_dot(), graph)
         titles = set(_TITLE.findall(svg))
-        wanted = [i for i, r in described["nodes"].items()
-                  if r["kind"] == "op" and not r["clusters"]]
-        if all(i in titles for i in wanted):
-            return _strip_prolog(svg), "graphviz", None
-        note = "the picture's node ids are not the ones the viewer knows"
-    return layout.layered_svg(graph), "layered", f"drawn by adkit's own layout: {note}"
+        if found["nodes"] and all(i in titles for i in found["chains"]):
+            return _strip_prolog(svg), found, "graphviz", None
+        note = "the picture's node ids are not those of its Graphviz text"
+    return (layout.layered_svg(graph), layout.structure(graph), "layered",
+            f"drawn by adkit's own layout: {note}")
 
 
 def _panel(graph, title, index):
     """One panel's HTML and its data (for the page's script)."""
-    described = nodes.describe(graph)
-    svg, how, note = picture(graph, described)
-    data = {"title": title, "layout": how, **described}
+    svg, structure, how, note = picture(graph)
+    data = {"title": title, "layout": how, **nodes.panel_data(graph, structure)}
     note_html = f'<p class="adkit-note">{escape(note)}</p>' if note else ""
     html = (f'<section class="adkit-panel" data-panel="{index}" data-layout="{how}">'
             f'<header><h2>{escape(title)}</h2><span class="adkit-tools">'

@@ -83,7 +83,8 @@ class Graph:
         """Add a node applying `op` (a Function class, e.g. `ak.ir.ops.Mul`) and return
         its id. Positional `args` are the op's tensor arguments in order, each a Value or
         a node id (its output 0); static arguments go by keyword, by the name of the op's
-        parameter: `g.add_op(ops.Mul, x, y=2.0)`, `g.add_op(ops.Sum, x, dim=1)`. The
+        parameter: `g.add_op(ops.Mul, x, y=2.0)`, `g.add_op(ops.Sum, x, dim=1)` (a
+        keyword whose value is a Value is a tensor argument: `y=Value(n, 0)`). The
         op's own shape rule gives the new node's specs (an error there names the op).
 
         The builders' form `add_op(op, {pos: (node, out)}, params, specs=None,
@@ -92,8 +93,16 @@ class Graph:
             return self.add_op_node(op, *args, **params)
         values = [self._as_value(a, f"argument {i} of add_op({op.__name__}, ...)")
                   for i, a in enumerate(args)]
-        edges, params = rules.place_args(op, values, params)
-        return self.add_op_node(op, edges, params)
+        tensors = {k: self._as_value(v, f"{k}= of add_op({op.__name__}, ...)")
+                   for k, v in params.items() if isinstance(v, Value)}
+        params = {k: v for k, v in params.items() if k not in tensors}
+        edges, params = rules.place_args(op, values, params, tensors)
+        try:
+            return self.add_op_node(op, edges, params)
+        except (TypeError, ValueError, RuntimeError) as e:  # the op's shape rule refused
+            shapes = ", ".join(printing.format_spec(self.specs_of(u)[out])
+                               for _, (u, out) in sorted(edges.items()))
+            raise type(e)(f"add_op({op.__name__}) on {shapes}: {e}") from None
 
     def _as_value(self, a, what):
         """Value for a node id or a (node, out) pair of this graph, else TypeError."""
@@ -223,6 +232,7 @@ class Graph:
             pairs = {k: self._as_value((new, k), "replace_all_uses") for k in range(n_out)
                      if self.users((old, k))}
             old = Value(old, 0)
+        pairs = {k: v for k, v in pairs.items() if v != (old.node, k)}  # not onto itself
         feeding = nx.ancestors(self.nx, next(iter(pairs.values())).node) if pairs else set()
         moves = [(v, key, d, pairs[d["out"]])
                  for _, v, key, d in self.nx.out_edges(old.node, keys=True, data=True)

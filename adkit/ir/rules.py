@@ -71,19 +71,24 @@ def split_args(op, args, is_tensor):
     return tensors, params
 
 
-def place_args(op, values, params):
-    """({position: value}, params) for `op(*values, **params)` where the positional
-    `values` are the tensor arguments: each keyword takes its parameter's position, the
-    values fill the other positions in order (then the op's *args), and parameters left
-    unset get their defaults. TypeError names the op for unknown or missing ones."""
+def place_args(op, values, params, tensor_keywords=None):
+    """({position: value}, params) for `op(*values, **params, **tensor_keywords)` where
+    `values` and `tensor_keywords` are the tensor arguments: each keyword takes its
+    parameter's position, the values fill the other positions in order (then the op's
+    *args), and parameters left unset get their defaults. TypeError names the op for
+    unknown or missing ones."""
     names, var = call_positions(op)
     sig = (op._binding or _binding(op))[3]
-    unknown = [k for k in params if k not in names]
+    tensor_keywords = tensor_keywords or {}
+    unknown = [k for k in list(params) + list(tensor_keywords) if k not in names]
     if unknown:
         raise TypeError(f"{op.__name__} has no parameter(s) {unknown}; its parameters are "
                         f"{names + ([f'*{var}'] if var else [])}")
     params, edges, it = dict(params), {}, iter(values)
     for pos, name in enumerate(names):
+        if name in tensor_keywords:
+            edges[pos] = tensor_keywords[name]
+            continue
         if name in params:
             continue
         value = next(it, None)

@@ -9,7 +9,8 @@ reads every element). Does not: propagate through graphs itself (ir/passes/spars
 """
 import numpy as np
 
-from ..ir.passes.sparsity import Deps, as_links, body_deps, numbered, stacked
+from ..ir.passes.index_sets import Deps, stacked
+from ..ir.passes.sparsity import as_links, body_deps, numbered
 
 # steps x body nodes beyond which a scan's rule gives up (unknown: all-dependent)
 # rather than spend seconds stepping through the body

@@ -11,11 +11,18 @@ A rule is a classmethod `sparsity(*args)` called with forward's arguments, each 
 replaced by an `Operand`. It returns, for each result (a tuple of them for multi-output
 ops, else one), a dict {argument position: (dst, src)}: result element dst[k] reads
 element src[k] of that argument (flat, row-major indices; dst None means one-to-one:
-result element k reads src[k]). It returns None when it cannot tell (the caller then
+result element k reads src[k]; (None, None): result element k reads element k, the
+cheap common case of elementwise ops and reshapes). Two more kinds of link let the pass
+move whole blocks of sets with numpy views and strided copies instead of index arrays:
+a `Move` (a numpy function of the operand laid out with a leading batch dim: a slice,
+a broadcast) and a `Slab` (the operand fills a slice of the result along one dim: cat,
+stack). `link_arrays` turns any link into (dst, src). It returns None when it cannot tell (the caller then
 assumes every result element reads every element). An op's `curvature` says how the
 Hessian pass treats it: "linear" (adds no second-order interaction), "bilinear"
 (interactions only across its two tensor arguments: mul, matmul) or "nonlinear".
 """
+import math
+
 import numpy as np
 
 from ..tensor import _make
@@ -26,14 +33,14 @@ class Operand:
     """A tensor argument as a sparsity rule sees it: shape, numpy dtype, and its value
     when the graph holds it as a constant (None otherwise)."""
 
-    __slots__ = ("shape", "dtype", "value")
+    __slots__ = ("dtype", "shape", "value")
 
     def __init__(self, shape, dtype, value=None):
         self.shape, self.dtype, self.value = tuple(shape), np.dtype(dtype), value
 
     @property
     def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def ndim(self):
@@ -44,16 +51,67 @@ class Operand:
         return np.arange(self.size, dtype=np.int64).reshape(self.shape)
 
 
+class Move:
+    """A link as a function: `move(block)` maps an array of shape (width, *operand
+    shape) to one of shape (width, *result shape) whose element k holds the operand
+    element result element k reads (x[key] or a broadcast, with a leading slice: numpy
+    gives views)."""
+
+    __slots__ = ("move",)
+
+    def __init__(self, move):
+        self.move = move
+
+
+class Slab:
+    """A link of an operand that fills, in row-major order, the result's slice
+    start:stop along `dim` (cat; stack, whose slab is one index of the new dim)."""
+
+    __slots__ = ("dim", "start", "stop")
+
+    def __init__(self, dim, start, stop):
+        self.dim, self.start, self.stop = dim, start, stop
+
+    def key(self):
+        return (slice(None),) * self.dim + (slice(self.start, self.stop),)
+
+
+def link_arrays(link, operand_shape, out_shape):
+    """Any link as (dst, src) arrays (dst None: result element k reads src[k])."""
+    if isinstance(link, Move):
+        ids = np.arange(math.prod(operand_shape), dtype=np.int64)
+        return None, np.asarray(link.move(ids.reshape((1,) + tuple(operand_shape)))).reshape(-1)
+    if isinstance(link, Slab):
+        out = np.arange(math.prod(out_shape), dtype=np.int64).reshape(out_shape)
+        dst = out[link.key()].reshape(-1)
+        return dst, np.arange(dst.size, dtype=np.int64)
+    dst, src = link
+    if src is None:
+        src = np.arange(math.prod(out_shape) if dst is None else np.size(dst), dtype=np.int64)
+    return dst, src
+
+
 def _shape(a):
     return a.shape if isinstance(a, Operand) else np.shape(a)
 
 
 def elementwise(args):
     """Result element k reads the element of each tensor argument that broadcasting puts
-    at k."""
+    at k (element k itself when the argument has the result's shape)."""
     out_shape = np.broadcast_shapes(*(_shape(a) for a in args))
-    return {pos: (None, np.broadcast_to(a.ids(), out_shape).reshape(-1))
+    return {pos: (None, None) if a.shape == out_shape else _broadcast(a.shape, out_shape)
             for pos, a in enumerate(args) if isinstance(a, Operand)}
+
+
+def _broadcast(shape, out_shape):
+    padded = (1,) * (len(out_shape) - len(shape)) + tuple(shape)
+    return Move(lambda block: np.broadcast_to(block.reshape(block.shape[:1] + padded),
+                                              block.shape[:1] + out_shape))
+
+
+def indexed(key):
+    """The link of x[key] for a basic key (ints, slices, None)."""
+    return Move(lambda block: block[(slice(None),) + tuple(key) + (Ellipsis,)])
 
 
 def reduced(x, dims, keepdim=False):
@@ -108,8 +166,8 @@ def moved(cls, *args):
     for pos, a in enumerate(args):
         if not isinstance(a, Operand):
             numbered.append(a)
-        elif a.dtype.kind in "fc":
-            numbered.append(np.arange(start, start + a.size, dtype=np.float64)
+        elif a.dtype.kind in "fc":  # integers: pure moves keep them exact and cheap
+            numbered.append(np.arange(start, start + a.size, dtype=np.int64)
                             .reshape(a.shape))
             ranges[pos] = start
             start += a.size
@@ -125,13 +183,38 @@ def moved(cls, *args):
 
 
 def _links_of_numbers(result, ranges):
-    numbers = result.reshape(-1).astype(np.int64)
+    numbers = result.reshape(-1).astype(np.int64, copy=False)
+    if len(ranges) == 1:  # one operand (a view, a reshape): often read everywhere
+        (pos, start), = ranges.items()
+        if numbers.size and numbers.min() >= start:
+            return {pos: _one_to_one(numbers - start)}
     links = {}
     starts = sorted(ranges.items(), key=lambda item: item[1])
     for i, (pos, start) in enumerate(starts):
         stop = starts[i + 1][1] if i + 1 < len(starts) else np.iinfo(np.int64).max
         dst = np.flatnonzero((numbers >= start) & (numbers < stop))
         links[pos] = (dst, numbers[dst] - start)
+    return links
+
+
+def _one_to_one(src):
+    """The link of a result whose element k is element src[k] of the operand: (None,
+    None) when that is element k itself (a reshape)."""
+    if src.size and src[0] == 0 and src[-1] == src.size - 1 and (np.diff(src) == 1).all():
+        return (None, None)
+    return (None, src)
+
+
+def slabs(dim, lengths, first_position):
+    """Operands laid one after the other along `dim` of the result (cat; stack with
+    length-1 slabs of an inserted dim): operand k (at argument position
+    first_position + k) has lengths[k] entries along dim, and its elements fill its
+    slab in order. Operands of no elements read nothing and get no link."""
+    links, start = {}, 0
+    for k, length in enumerate(lengths):
+        if length:
+            links[first_position + k] = Slab(dim, start, start + length)
+        start += length
     return links
 
 

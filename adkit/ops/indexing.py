@@ -179,7 +179,8 @@ def parse_key(key, shape):
 class BasicIndex(ArrayFunction):
     """y = x[key] for a key of ints, slices and None (a view);
     grad_x = zeros(x.shape) with grad_out written at key."""
-    sparsity = classmethod(_sparsity.moved)  # sparsity rule: it only moves elements
+    # sparsity rule: y's sets are x's, indexed the same way (ops/_sparsity.py)
+    sparsity = classmethod(lambda cls, x, key: {0: _sparsity.indexed(key)})
     curvature = "linear"
     is_view = True
 

@@ -67,7 +67,6 @@ def _cat_dim(dim, arrays):
 class Cat(ArrayFunction):
     """y = the tensors joined along dim (dtypes promoted);
     grad of each input = its slice of grad_out along dim."""
-    sparsity = classmethod(_sparsity.moved)  # sparsity rule: it only moves elements
     curvature = "linear"
     public_name = "cat"
     variants = ("function",)
@@ -89,6 +88,13 @@ class Cat(ArrayFunction):
             pieces.append((x, start * strides[dim], strides))
             start += x.shape[dim]
         return pieces
+
+    @classmethod
+    def sparsity(cls, dim, *tensors):
+        """Sparsity rule: each tensor fills its slice along dim (ops/_sparsity.py)."""
+        d = _cat_dim(dim, tensors)
+        lengths = [0 if _skipped(a) else a.shape[d] for a in tensors]
+        return _sparsity.slabs(d, lengths, 1)
 
     @staticmethod
     def forward(dim, *tensors):
@@ -154,7 +160,6 @@ def _stack_dim(dim, arrays):
 class Stack(ArrayFunction):
     """y = the equal-shaped tensors stacked along a new dim;
     grad of input i = grad_out[..., i, ...] (index i at dim)."""
-    sparsity = classmethod(_sparsity.moved)  # sparsity rule: it only moves elements
     curvature = "linear"
     public_name = "stack"
     native_parts_in_place = True  # see _families.ArrayFunction
@@ -170,6 +175,11 @@ class Stack(ArrayFunction):
         dim = params["dim"] % len(out_shape)
         inner = strides[:dim] + strides[dim + 1:]
         return [(x, k * strides[dim], inner) for k, x in enumerate(sources)]
+
+    @classmethod
+    def sparsity(cls, dim, *tensors):
+        """Sparsity rule: tensor k fills index k of the new dim (ops/_sparsity.py)."""
+        return _sparsity.slabs(_stack_dim(dim, tensors), [1] * len(tensors), 1)
 
     @staticmethod
     def forward(dim, *tensors):

@@ -86,6 +86,8 @@ class _Restride(ShapeOp):
     """Shared rules of ops that only change the shape, not the element order:
     grad_x = grad_out reshaped to x's shape;  out_t = x_t reshaped to the output's."""
     is_view = True
+    # sparsity rule: row-major order is kept, so element k is x's element k
+    sparsity = classmethod(lambda cls, x, *params: {0: (None, None)})
 
     @staticmethod
     def backward(ctx, grad_out):

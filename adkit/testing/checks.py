@@ -219,11 +219,28 @@ def check_vmap_grad(fn, arrays, ctx, reference=None):
         _close(_np(g), want, "vmap(grad) vs a loop of grads", rtol=1e-10, atol=1e-12)
 
 
+def check_sparsity(fn, arrays, ctx, reference=None):
+    """ak.ir.passes.sparsity's pattern holds every nonzero of the dense Jacobian
+    (ak.func.jacfwd, each input's columns in turn) at this point."""
+    xs = _tensors(arrays)
+    pattern = passes.sparsity(trace(fn, *xs)).todense()
+    jacobians = func.jacfwd(fn, argnums=tuple(range(len(xs))))(*xs)
+    n_out = _np(fn(*xs)).size
+    dense = np.concatenate([_np(j).reshape(n_out, a.size) for j, a in zip(jacobians, arrays)],
+                           axis=1) != 0
+    if pattern.shape != dense.shape:
+        raise Mismatch(f"sparsity pattern of shape {pattern.shape}, Jacobian {dense.shape}")
+    missed = np.argwhere(dense & ~pattern)
+    if missed.size:
+        raise Mismatch(f"the sparsity pattern misses {len(missed)} nonzeros of the "
+                       f"Jacobian, first (row, column) {tuple(missed[0])}")
+
+
 CHECKS = {
     "forward": check_forward, "reverse": check_reverse, "jvp": check_jvp,
     "forward_ad": check_forward_ad, "double_backward": check_double_backward,
     "vmap": check_vmap, "trace": check_trace, "passes": check_passes, "jit": check_jit,
-    "jit_grad": check_jit_grad, "vmap_grad": check_vmap_grad,
+    "jit_grad": check_jit_grad, "vmap_grad": check_vmap_grad, "sparsity": check_sparsity,
 }
 
 

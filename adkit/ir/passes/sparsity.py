@@ -2,145 +2,54 @@
 
 Owns: `sparsity(graph)` and `hessian_sparsity(graph)`, which propagate index sets
 through the graph: each element of each value carries the set of input elements it
-depends on, held for a whole value as CSR arrays (`Deps`: indptr, indices), never as a
-dense boolean matrix. Each op says which of its inputs' elements each result element
+depends on, held for a whole value as blocks of indices (`Deps`, index_sets.py), never
+as a dense boolean matrix. Each op says which of its inputs' elements each result element
 reads through its class's `sparsity` rule (ops/_sparsity.py); an op without one (a
 user Function, a loop, a branch) is assumed to read everything: the pattern may then
 hold entries that are always zero, but it never misses one. Integer and bool values
 carry no derivative, so they depend on nothing.
 Does not: color patterns (coloring.py) or evaluate derivatives (adkit/func/sparse.py).
 """
+import math
+
 import networkx as nx
 import numpy as np
 
 from ...func.sparse_types import SparsityPattern
-from ...ops._sparsity import Operand
+from ...ops._sparsity import Operand, Slab, link_arrays
 from .. import rules
 from . import cleanup
-
-# beyond this many (element, input) pairs in one value the pattern is dense enough that
-# a dense Jacobian is the better tool (2**28 pairs are 2 GB of int64 indices)
-MAX_PAIRS = 2 ** 28
-
-
-class Deps:
-    """For each of `len(indptr) - 1` elements, the sorted input elements it depends on:
-    indices[indptr[k]:indptr[k + 1]] (CSR)."""
-
-    __slots__ = ("indptr", "indices")
-
-    def __init__(self, indptr, indices):
-        self.indptr, self.indices = indptr, indices
-
-    @classmethod
-    def empty(cls, n):
-        return cls(np.zeros(n + 1, np.int64), np.zeros(0, np.int64))
-
-    @classmethod
-    def identity(cls, n, first):
-        return cls(np.arange(n + 1, dtype=np.int64), np.arange(first, first + n, dtype=np.int64))
-
-    @property
-    def nnz(self):
-        return int(self.indices.size)
-
-    def lengths(self):
-        return np.diff(self.indptr)
-
-    def rows(self):
-        """The element of each entry of `indices`."""
-        return np.repeat(np.arange(self.indptr.size - 1, dtype=np.int64), self.lengths())
-
-    def gather(self, src):
-        """The sets of elements src[0], src[1], ... (CSR row gather)."""
-        lengths = self.lengths()[src]
-        indptr = np.zeros(src.size + 1, np.int64)
-        np.cumsum(lengths, out=indptr[1:])
-        _check_size(indptr[-1])
-        offsets = np.repeat(self.indptr[:-1][src] - indptr[:-1], lengths)
-        return Deps(indptr, self.indices[offsets + np.arange(indptr[-1], dtype=np.int64)])
-
-
-def _check_size(n_pairs):
-    if n_pairs > MAX_PAIRS:
-        raise MemoryError(f"the sparsity pattern needs more than {MAX_PAIRS} index pairs "
-                          "for one value: the Jacobian is too dense for sparse methods")
-
-
-def _from_pairs(n, rows, cols, presorted_runs=False):
-    """Deps of n elements from (element, input element) pairs, repeats dropped.
-    `presorted_runs`: the pairs are a few runs each sorted by (element, input), which
-    a stable sort merges in linear time."""
-    if rows.size == 0:
-        return Deps.empty(n)
-    width = int(cols.max()) + 1
-    keys = np.sort(rows * width + cols, kind="stable" if presorted_runs else None)
-    if keys.size > 1:
-        keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
-    rows, cols = np.divmod(keys, width)
-    indptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
-    return Deps(indptr, cols)
-
-
-def _union(deps_list, n):
-    deps_list = [d for d in deps_list if d.nnz]
-    if not deps_list:
-        return Deps.empty(n)
-    if all(d is deps_list[0] for d in deps_list):  # one argument, or x * x
-        return deps_list[0]
-    return _from_pairs(n, np.concatenate([d.rows() for d in deps_list]),
-                       np.concatenate([d.indices for d in deps_list]), presorted_runs=True)
-
-
-def _compose(link, deps, n):
-    """The Deps of n result elements that read `deps`'s elements as `link` says."""
-    dst, src = link
-    src = np.asarray(src, np.int64).reshape(-1)
-    if dst is None:
-        return deps.gather(src)
-    dst = np.asarray(dst, np.int64).reshape(-1)
-    if dst.size <= n and np.bincount(dst, minlength=n).max(initial=0) <= 1:
-        return _scattered(deps, dst, src, n)  # a move: each result reads one element
-    gathered = deps.gather(src)
-    return _from_pairs(n, np.repeat(dst, gathered.lengths()), gathered.indices)
-
-
-def _scattered(deps, dst, src, n):
-    """Result element dst[k] reads element src[k] (no dst twice); the others nothing."""
-    lengths = np.zeros(n, np.int64)
-    lengths[dst] = deps.lengths()[src]
-    indptr = np.zeros(n + 1, np.int64)
-    np.cumsum(lengths, out=indptr[1:])
-    gathered = deps.gather(src[np.argsort(dst, kind="stable")])
-    return Deps(indptr, gathered.indices)
-
-
-def _everything(deps, n):
-    """Every one of n elements depends on every input element in `deps`."""
-    every = np.unique(deps.indices)
-    _check_size(every.size * n)
-    return Deps(np.arange(n + 1, dtype=np.int64) * every.size, np.tile(every, n))
+from .index_sets import (
+    Deps,
+    check_size,
+    compose,
+    everything,
+    moved_union,
+    slabbed,
+    stacked,
+    union,
+)
 
 
 def _size(spec):
-    return int(np.prod(spec.shape, dtype=np.int64))
+    return math.prod(spec.shape)
 
 
 def _is_float(spec):
     return spec.dtype.np.kind in "fc"
 
 
-def _rule_links(graph, n, data):
-    """The op's sparsity rule applied to this node: one {position: link} per output,
-    or None when the op has no rule or its rule cannot tell."""
+def _rule_links(graph, n, data, args):
+    """The op's sparsity rule applied to this node (its arguments `args`, as
+    graph.args_of gives them): one {position: link} per output, or None when the op
+    has no rule or its rule cannot tell."""
     op = data["op"]
     if getattr(op, "sparsity", None) is None:
         return None
     operands = {}
-    for pos, u, out in graph.args_of(n):
-        spec = graph.specs_of(u)[out]
+    for pos, u, out in args:
         node = graph.nx.nodes[u]
+        spec = graph.specs_of(u)[out]
         value = node["value"] if node["kind"] == "const" else None
         operands[pos] = Operand(spec.shape, spec.dtype.np, value)
     try:
@@ -155,34 +64,55 @@ def _rule_links(graph, n, data):
 
 def _op_deps(graph, n, data, env, on_node):
     """Deps of each output of op node n, from its arguments' Deps."""
-    arg_deps = {pos: env[u][out] for pos, u, out in graph.args_of(n)}
+    args = graph.args_of(n)
+    arg_deps = {pos: env[u][out] for pos, u, out in args}
     specs = data["specs"]
-    live = {pos: d for pos, d in arg_deps.items() if d.nnz}
+    live = {pos: d for pos, d in arg_deps.items() if not d.is_empty()}
     if not live or not any(map(_is_float, specs)):
-        return [Deps.empty(_size(s)) for s in specs]
-    links = _rule_links(graph, n, data)
+        return [Deps.empty(s.shape) for s in specs]
+    links = _rule_links(graph, n, data, args)
     results = []
     for k, spec in enumerate(specs):
-        size = _size(spec)
         if not _is_float(spec):
-            results.append(Deps.empty(size))
+            results.append(Deps.empty(spec.shape))
             continue
         if links is None:
-            per_pos = {pos: _everything(d, size) for pos, d in live.items()}
+            per_pos = {pos: everything(d, spec.shape) for pos, d in live.items()}
         else:
-            per_pos = {pos: _compose(link, arg_deps[pos], size)
-                       for pos, link in links[k].items() if pos in live}
-        result = _union(list(per_pos.values()), size)
+            per_pos = {pos: link for pos, link in links[k].items() if pos in live}
+        result = _result_deps(per_pos, live, spec.shape, links is None, on_node is not None)
         results.append(result)
         if on_node is not None:
             on_node(data["op"], per_pos, result, links is None)
     return results
 
 
+def _result_deps(per_pos, live, shape, unknown, keep_parts):
+    """One result's Deps from {position: link} (or, when `unknown`, {position: Deps})
+    and the live arguments' Deps; with `keep_parts`, per_pos is turned into {position:
+    Deps} in place (what the Hessian pass looks at)."""
+    if unknown:
+        return union(list(per_pos.values()), shape)
+    if not keep_parts:  # the parts of a cat or a stack share one block
+        if per_pos and all(isinstance(link, Slab) for link in per_pos.values()):
+            return slabbed([(live[pos], link) for pos, link in per_pos.items()], shape)
+        moves = {pos: link for pos, link in per_pos.items()
+                 if isinstance(link, tuple) and link[0] is not None}
+        if len(moves) > 1:
+            parts = [compose(link, live[pos], shape) for pos, link in per_pos.items()
+                     if pos not in moves]
+            parts.append(moved_union([(live[pos], moves[pos]) for pos in moves], shape))
+            return union(parts, shape)
+    for pos, link in per_pos.items():
+        per_pos[pos] = compose(link, live[pos], shape)
+    return union(list(per_pos.values()), shape)
+
+
 def _propagate(graph, wrt, on_node=None):
     """(Deps of each output, number of input elements): input elements are numbered
     through the `wrt` inputs (float inputs only; None: all), flattened and concatenated."""
-    graph = cleanup.fold_constants(graph)  # constant indices become visible to rules
+    if _has_foldable(graph):
+        graph = cleanup.fold_constants(graph)  # constant indices become visible to rules
     wrt = set(range(len(graph.inputs)) if wrt is None else wrt)
     input_deps, n_cols = [], 0
     for i, spec in enumerate(graph.input_specs()):
@@ -195,10 +125,27 @@ def _propagate(graph, wrt, on_node=None):
     return _run(graph, input_deps, on_node), n_cols
 
 
+def _has_foldable(graph):
+    """Whether some op node reads only const nodes (fold_constants would fold it)."""
+    kinds = graph.nx.nodes(data="kind")
+    return any(kind == "op" and graph.nx.pred[n] and
+               all(kinds[u] == "const" for u in graph.nx.pred[n])
+               for n, kind in kinds)
+
+
+def _order(graph):
+    """The nodes in an order that runs the program: with writes in place, the
+    program's own order (topo_order's, by node id: a read of the written value after
+    the write need not be its descendant), else any topological order (cheaper)."""
+    if cleanup.has_in_place_ops(graph):
+        return graph.topo_order()
+    return nx.topological_sort(graph.nx)
+
+
 def _run(graph, input_deps, on_node=None):
     """Deps of each output of `graph` when its inputs carry `input_deps`."""
     env, outputs, done = {}, {}, []
-    for n in graph.topo_order():
+    for n in _order(graph):
         data = graph.nx.nodes[n]
         kind = data["kind"]
         if kind == "op":
@@ -210,9 +157,9 @@ def _run(graph, input_deps, on_node=None):
             (_, u, out), = graph.args_of(n)
             outputs[data["index"]] = env[u][out]
         elif kind == "input":
-            env[n] = [input_deps[data["index"]]]
+            env[n] = [input_deps[data["index"]].with_shape(graph.specs_of(n)[0].shape)]
         else:
-            env[n] = [Deps.empty(_size(graph.specs_of(n)[0]))]
+            env[n] = [Deps.empty(graph.specs_of(n)[0].shape)]
     return [outputs[i] for i in range(len(outputs))]
 
 
@@ -243,18 +190,18 @@ def _write_up_to_root(graph, u, out, env):
     """Carry value (u, out)'s sets into the values it views, up to the root node."""
     while (base := _view_base(graph, u)) is not None:
         v, v_out = base
-        links = _rule_links(graph, u, graph.nx.nodes[u])
-        old = env[v][v_out]
-        n_base = old.indptr.size - 1
+        links = _rule_links(graph, u, graph.nx.nodes[u], graph.args_of(u))
+        old, new = env[v][v_out], env[u][out]
+        n_base = old.n
         if links is None or 0 not in links[out]:  # unknown view: every element, all
-            every = _union([old, env[u][out]], n_base)
-            env[v][v_out] = _everything(every, n_base)
+            every = union([old, new], old.shape)
+            env[v][v_out] = everything(every, old.shape)
         else:
-            dst, src = links[out][0]
-            dst = np.arange(len(src)) if dst is None else np.asarray(dst)
+            dst, src = link_arrays(links[out][0], old.shape, new.shape)
+            dst = np.arange(src.size) if dst is None else np.asarray(dst).reshape(-1)
             pick = np.arange(n_base, dtype=np.int64)
-            pick[np.asarray(src, np.int64).reshape(-1)] = n_base + dst.reshape(-1)
-            env[v][v_out] = stacked([old, env[u][out]]).gather(pick)
+            pick[np.asarray(src, np.int64).reshape(-1)] = n_base + dst
+            env[v][v_out] = stacked([old, new]).gather(pick).with_shape(old.shape)
         u, out = v, v_out
     return u
 
@@ -298,16 +245,6 @@ def as_links(deps, sizes, positions):
     return links
 
 
-def stacked(deps_list):
-    """One Deps whose elements are those of each Deps in turn (a stack, a concat)."""
-    if len(deps_list) == 1:
-        return deps_list[0]
-    starts = np.cumsum([0] + [d.nnz for d in deps_list])
-    indptr = np.concatenate([[0]] + [d.indptr[1:] + s for d, s in zip(deps_list, starts)])
-    indices = np.concatenate([np.zeros(0, np.int64)] + [d.indices for d in deps_list])
-    return Deps(indptr.astype(np.int64), indices)
-
-
 def _wrt_list(graph, wrt):
     if wrt is None:
         return None
@@ -326,7 +263,7 @@ def sparsity(graph, wrt=None):
     Conservative: an entry left out is zero at every point."""
     outputs, n_cols = _propagate(graph, _wrt_list(graph, wrt))
     deps = stacked(outputs)
-    return SparsityPattern((deps.indptr.size - 1, n_cols), deps.rows(), deps.indices)
+    return SparsityPattern((deps.n, n_cols), deps.rows(), deps.indices)
 
 
 def hessian_sparsity(graph, wrt=None):
@@ -376,7 +313,7 @@ def _pairs_per_element(a, b):
     la, lb = a.lengths(), b.lengths()
     counts = la * lb
     total = int(counts.sum())
-    _check_size(total)
+    check_size(total)
     element = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
     t = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
     width = lb[element]

@@ -143,6 +143,10 @@ SCRIPT = r"""
     var self = this;
     var openIt = clusterIds.some(function (c) { return !self.open[c]; });
     clusterIds.forEach(function (c) { self.open[c] = openIt; });
+    Object.keys(this.info.clusters).forEach(function (c) {  // a loop opens with its bodies
+      var g = self.info.clusters[c].group;
+      if (g && clusterIds.indexOf(g) >= 0) { self.open[c] = openIt; }
+    });
     this.refresh();
   };
 

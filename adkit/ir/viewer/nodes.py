@@ -70,6 +70,11 @@ def _parse(dot_text):
     return top
 
 
+def _trailing(i):
+    number = _TRAILING.search(i)
+    return int(number.group(1)) if number else None
+
+
 def _prefix(ids):
     stems = [_TRAILING.sub("", i) for i in ids]
     return os.path.commonprefix(stems) if stems else ""
@@ -81,39 +86,78 @@ def _all_ids(scope):
 
 def dot_structure(dot_text, graph):
     """{"nodes": {id: path}, "clusters": {id: body path}, "chains": {id: [cluster ids
-    around it]}, "parents": {cluster id: [cluster ids around it]}} of Graphviz text."""
-    found = {"nodes": {}, "clusters": {}, "chains": {}, "parents": {}}
+    around it]}, "parents": {cluster id: [cluster ids around it]}, "groups": {id: node
+    path}} of Graphviz text. A group is a cluster standing for a node with several
+    bodies (a loop's cond and body): it holds only the bodies' clusters."""
+    found = {"nodes": {}, "clusters": {}, "chains": {}, "parents": {}, "groups": {}}
     top = _parse(dot_text)
     _match(top, graph, (), _prefix(top.ids), [], found)
     return found
 
 
-def _match(scope, graph, path, prefix, chain, found):
+def _match(scope, graph, path, prefix, chain, found, own=None):
+    """Tie `scope`'s ids to `graph`'s nodes (ids `prefix<n>`), recursively; `own`, for a
+    group, is the chain its owner's own box keeps (the box stays when the group closes)."""
     for i in scope.ids:
-        found["chains"][i] = list(chain)
-        number = _TRAILING.search(i)
-        if graph is not None and number and int(number.group(1)) in graph.nx:
-            found["nodes"][i] = path + (int(number.group(1)),)
+        found["chains"][i] = list(chain if own is None else own)
+        rest = i[len(prefix):] if i.startswith(prefix) else ""
+        number = int(rest) if rest.isdigit() else _trailing(i)
+        if graph is not None and number in graph.nx:
+            found["nodes"][i] = path + (number,)
     seen = {}  # owner -> how many of its clusters came before
     for child in scope.children:
         found["parents"][child.name] = list(chain)
-        inner = _prefix(_all_ids(child) if not child.ids else child.ids)
+        inner = _member_prefix(child)
+        if child.children and all(i.startswith(prefix) and i[len(prefix):].isdigit()
+                                  for i in child.ids):
+            # a group: the box of a node with several bodies (and maybe the node itself)
+            owner = _owner(graph, prefix, _member_prefix(child.children[0]))
+            if owner is not None:
+                found["groups"][child.name] = path + (owner,)
+            _match(child, graph, path, prefix, chain + [child.name], found, own=chain)
+            continue
         body_path, body = _body_of(graph, path, prefix, inner, seen)
         if body_path is not None:
             found["clusters"][child.name] = body_path
         _match(child, body, body_path or path, inner, chain + [child.name], found)
 
 
+def _member_prefix(cluster):
+    """What a cluster's ids start with: the cluster's name after `cluster_` when every
+    id is that and a number, else the ids' common prefix when that holds, else their
+    common prefix without trailing numbers."""
+    ids = cluster.ids or _all_ids(cluster)
+    named = cluster.name[len("cluster_"):] if cluster.name.startswith("cluster_") else ""
+    if named and ids and all(i.startswith(named) and i[len(named):].isdigit() for i in ids):
+        return named
+    full = os.path.commonprefix(ids)
+    if len(ids) > 1 and all(i[len(full):].isdigit() for i in ids):
+        return full
+    return _prefix(ids)
+
+
+def _numbers(prefix, inner):
+    return [int(x) for x in re.findall(r"\d+", inner[len(prefix):] if
+                                       inner.startswith(prefix) else inner)]
+
+
+def _owner(graph, prefix, inner):
+    """The op node of `graph` whose number `inner` adds to `prefix` (None if none)."""
+    numbers = _numbers(prefix, inner)
+    if graph is None or not numbers or numbers[0] not in graph.nx or \
+            graph.nx.nodes[numbers[0]]["kind"] != "op":
+        return None
+    return numbers[0]
+
+
 def _body_of(graph, path, prefix, inner, seen):
     """(body path, body graph) of the cluster whose members' prefix is `inner`."""
-    rest = inner[len(prefix):] if inner.startswith(prefix) else inner
-    numbers = re.findall(r"\d+", rest)
-    if graph is None or not numbers or int(numbers[0]) not in graph.nx or \
-            graph.nx.nodes[int(numbers[0])]["kind"] != "op":
+    owner = _owner(graph, prefix, inner)
+    if owner is None:
         return None, None
-    owner = int(numbers[0])
+    numbers = _numbers(prefix, inner)
     bodies = printing.node_bodies(graph.nx.nodes[owner])
-    k = int(numbers[1]) if len(numbers) > 1 else seen.get(owner, 0)
+    k = numbers[1] if len(numbers) > 1 else seen.get(owner, 0)
     seen[owner] = seen.get(owner, 0) + 1
     if k >= len(bodies):
         return None, None
@@ -125,23 +169,32 @@ def panel_data(graph, structure):
     open and close; others (a legend) are left as drawn."""
     records, bodies = catalog(graph)
     ids = {path: i for i, path in structure["nodes"].items()}
-    owned = structure["clusters"]
+    owned, groups = structure["clusters"], structure.get("groups", {})
 
     def chain(cids):
-        return [c for c in cids if c in owned]
+        return [c for c in cids if c in owned or c in groups]
     nodes, clusters = {}, {}
+    for cid, owner in groups.items():
+        sizes = [b["size"] for bp, b in bodies.items() if bp[:-1] == owner]
+        clusters[cid] = {"owner": ids.get(owner), "parents": chain(structure["parents"][cid]),
+                         "label": records[owner]["op"], "size": sum(sizes),
+                         "record": records[owner], "group": None}
     for cid, body_path in owned.items():
         body = bodies[body_path]
         clusters[cid] = {"owner": ids.get(body_path[:-1]),
                          "parents": chain(structure["parents"][cid]),
                          "label": body["label"], "size": body["size"],
-                         "record": records[body_path[:-1]]}
+                         "record": records[body_path[:-1]],
+                         # a body inside its node's group opens with the group
+                         "group": next((g for g, o in groups.items()
+                                        if o == body_path[:-1]), None)}
     for i, around in structure["chains"].items():
         path = structure["nodes"].get(i)
         record = dict(records[path]) if path is not None else {"op": None}
         record["clusters"] = chain(around)
         record["bodies"] = [c for c, bp in owned.items()
-                            if path is not None and bp[:-1] == path]
+                            if path is not None and bp[:-1] == path] + \
+            [g for g, o in groups.items() if path is not None and o == path]
         nodes[i] = record
     return {"nodes": nodes, "clusters": clusters}
 

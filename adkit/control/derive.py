@@ -11,6 +11,7 @@ not: build nodes.
 from ..ir import passes
 from ..ir.evaluate import run
 from ..ir.graph import Graph
+from ..ir.passes.cleanup import copy_op
 from ..ir.trace import trace
 from ._common import example
 
@@ -143,8 +144,7 @@ def subgraph(graph, inputs, outputs):
             where[(n, 0)] = (g.add_const(data["value"]), 0)
         elif data["kind"] == "op":
             args = {pos: where[(u, out)] for pos, u, out in graph.args_of(n)}
-            new = g.add_op(data["op"], args, data["params"], data["specs"],
-                           data.get("source"), data.get("aliases"))
+            new = copy_op(g, data, args)
             for i in range(len(data["specs"])):
                 where[(n, i)] = (new, i)
     for key in outputs:

@@ -15,7 +15,7 @@ once: read at every step in memory order, it vectorizes (a transposed 32x32 oper
 read along its strided dim costs gathers at each step).
 """
 from ..ir.passes import recursive
-from ..ir.passes.cleanup import dce, redirect, writes_in_place
+from ..ir.passes.cleanup import copy_op, dce, redirect, writes_in_place
 from ..ops.conversion import Clone
 
 
@@ -117,8 +117,7 @@ def _copy_out(graph, n, body, invariant, arg_start, body_start):
             where[(m, 0)] = (graph.add_const(d["value"]), 0)
         else:
             edges = {pos: where[(u, out)] for pos, u, out in body.args_of(m)}
-            new = graph.add_op(d["op"], edges, d["params"], d["specs"], d.get("source"),
-                               d.get("aliases"))
+            new = copy_op(graph, d, edges)
             for i in range(len(d["specs"])):
                 where[(m, i)] = (new, i)
     return where

@@ -11,7 +11,9 @@ backward / jvp / batching rules build it (Autodidax's jvp_jaxpr pattern): no per
     vmap(g, in_dims, out_dims=0): inputs batched along in_dims (None: unbatched)
 
 The vjp graph reuses the forward values (the backward rules read what the forward nodes
-computed); run `dce`/`cse`/`fold_constants` after it to tidy up.
+computed); run `dce`/`cse`/`fold_constants` after it to tidy up. Every node of the new
+graph carries an `origin` (provenance.py): forward, backward, tangent or batched, the
+node it was made for, and for gradients and tangents the primal they belong to.
 """
 import numpy as np
 
@@ -22,6 +24,7 @@ from ...tensor import _make
 from .. import evaluate
 from ..rules import TensorSpec
 from ..trace import trace
+from .provenance import Tagger, output_value
 
 
 def _example(spec):
@@ -32,12 +35,14 @@ def vjp(graph):
     """The graph computing (outputs, gradients of <cotangents, outputs> w.r.t. inputs)."""
     n_in = len(graph.inputs)
     in_specs, out_specs = graph.input_specs(), graph.output_specs()
+    tagger = Tagger(graph, "forward")
 
     def forward_and_backward(*args):
+        tagger.start(args)
         primals = [p.detach().requires_grad_(p.is_floating_point()) for p in args[:n_in]]
         cotangents = args[n_in:]
         with enable_grad():
-            outputs = evaluate.run(graph, primals)
+            outputs = evaluate.run(graph, primals, on_node=tagger.on_node)
         wanted = [(o, c) for o, c in zip(outputs, cotangents) if o.requires_grad]
         diff = [p for p in primals if p.requires_grad]
         grads = engine.grad([o for o, _ in wanted], diff, [c for _, c in wanted],
@@ -48,7 +53,14 @@ def vjp(graph):
         grads = [_zeros_like(p) if g is None else g for g, p in zip(grads, primals)]
         return tuple(o.detach() for o in outputs) + tuple(grads)
 
-    return trace(forward_and_backward, *map(_example, in_specs + out_specs))
+    derived = trace(forward_and_backward, *map(_example, in_specs + out_specs))
+    n_out = len(out_specs)
+    return tagger.finish(
+        derived,
+        inputs=[("forward", n, None) for n in graph.inputs] +
+               [("backward", None, output_value(graph, j)) for j in range(n_out)],
+        outputs=[("forward", n, None) for n in graph.outputs] +
+                [("backward", None, i) for i in range(n_in)])
 
 
 def _zeros_like(t):
@@ -59,8 +71,10 @@ def jvp(graph):
     """The graph computing (outputs, J @ tangents) by forward mode."""
     n_in = len(graph.inputs)
     in_specs = graph.input_specs()
+    tagger = Tagger(graph, "tangent")
 
     def primal_and_tangent(*args):
+        tagger.start(args)
         primals = list(args[:n_in])
         # integer and bool inputs carry no tangent (their tangent inputs are unused)
         moving = [i for i, p in enumerate(primals) if p.is_floating_point()]
@@ -68,13 +82,20 @@ def jvp(graph):
         def on_floats(*floats):
             for i, value in zip(moving, floats):
                 primals[i] = value
-            return tuple(evaluate.run(graph, primals))
+            return tuple(evaluate.run(graph, primals, on_node=tagger.on_node))
         outputs, tangents = func.jvp(on_floats, tuple(primals[i] for i in moving),
                                      tuple(args[n_in + i] for i in moving))
         return tuple(outputs) + tuple(tangents)
 
     float_specs = [TensorSpec(s.shape, s.dtype) for s in in_specs]
-    return trace(primal_and_tangent, *map(_example, in_specs + float_specs))
+    derived = trace(primal_and_tangent, *map(_example, in_specs + float_specs))
+    n_out = len(graph.outputs)
+    return tagger.finish(
+        derived,
+        inputs=[("forward", n, None) for n in graph.inputs] +
+               [("tangent", None, i) for i in range(n_in)],
+        outputs=[("forward", n, None) for n in graph.outputs] +
+                [("tangent", None, output_value(graph, j)) for j in range(n_out)])
 
 
 def vmap(graph, in_dims, out_dims=0, *, batch_size):
@@ -96,10 +117,15 @@ def vmap(graph, in_dims, out_dims=0, *, batch_size):
         examples.append(_example(TensorSpec(tuple(shape), spec.dtype)))
 
     single = len(graph.outputs) == 1
+    tagger = Tagger(graph, "batched")
 
     def batched(*args):
-        out = func.vmap(lambda *xs: tuple(evaluate.run(graph, list(xs))),
+        tagger.start(args)
+        out = func.vmap(lambda *xs: tuple(evaluate.run(graph, list(xs),
+                                                       on_node=tagger.on_node)),
                         in_dims=tuple(dims), out_dims=out_dims)(*args)
         return out[0] if single else tuple(out)
 
-    return trace(batched, *examples)
+    derived = trace(batched, *examples)
+    return tagger.finish(derived, inputs=[("batched", n, None) for n in graph.inputs],
+                         outputs=[("batched", n, None) for n in graph.outputs])

@@ -1,8 +1,10 @@
 """Clean-up passes: dead code elimination, common subexpressions, constant folding.
 
 Owns: `dce`, `cse`, `fold_constants`, `pipeline`, and the small editing helpers the passes
-share (`redirect`, `writes_in_place`, `has_in_place_ops`, `freeze`). Does not: rewrite
-algebra (simplify.py), differentiate or batch graphs.
+share (`redirect`, `writes_in_place`, `has_in_place_ops`, `freeze`, and `copy_op` /
+`keep_annotations`, through which every pass that copies, merges or replaces a node keeps
+the attributes beyond the schema, such as a derived graph's `origin`). Does not:
+rewrite algebra (simplify.py), differentiate or batch graphs.
 Invariant: a pass copies its input (`graph.copy()`), edits the copy's `.nx`, keeps the ids
 of surviving nodes, and returns a graph that passes `validate()` and computes the same
 outputs from the same inputs; the input graph is never touched.
@@ -32,6 +34,43 @@ def redirect(graph, src, dst):
     for v, k, d in moves:
         graph.nx.remove_edge(node, v, key=k)
         graph.nx.add_edge(dst[0], v, key=k, **dict(d, out=dst[1]))
+
+
+# what Graph.add_op/add_const/add_input/add_output set; any other node attribute is an
+# annotation (`origin`, `recomputes`, a const's `requires_grad`, a user's own) that a
+# pass carries over to the node that copies or replaces its node
+SCHEMA = frozenset({"kind", "op", "params", "specs", "shape", "dtype", "source", "aliases",
+                    "index", "value"})
+
+
+def annotations(data):
+    """The attributes of a node (its data dict) beyond the schema."""
+    return {k: v for k, v in data.items() if k not in SCHEMA}
+
+
+def keep_annotations(graph, node, *sources):
+    """Give `node` the annotations of the nodes (data dicts) it copies or replaces, in
+    order: one it lacks is copied; one it has is merged when its value knows how (a
+    `merge(other)` method, as Origin has), else kept."""
+    data = graph.nx.nodes[node]
+    for source in sources:
+        for key, value in annotations(source).items():
+            if key not in data:
+                data[key] = value
+            elif data[key] is not value and hasattr(data[key], "merge"):
+                data[key] = data[key].merge(value)
+
+
+def copy_op(graph, data, args, **changes):
+    """Add to `graph` an op node like `data` (an op node's data dict, maybe of another
+    graph) reading `args` ({pos: (node, out)}): op, params, specs, source and aliases
+    (each overridable by `changes`) and its annotations. Returns the new node."""
+    fields = {"params": data["params"], "specs": data["specs"], "source": data.get("source"),
+              "aliases": data.get("aliases"), **changes}
+    node = graph.add_op(changes.get("op", data["op"]), args, fields["params"],
+                        fields["specs"], source=fields["source"], aliases=fields["aliases"])
+    keep_annotations(graph, node, data)
+    return node
 
 
 def writes_in_place(graph, n):
@@ -165,6 +204,7 @@ def cse(graph):
         if keep != n:
             for i in range(len(g.specs_of(n))):
                 redirect(g, (n, i), (keep, i))
+            keep_annotations(g, keep, g.nx.nodes[n])
             g.nx.remove_node(n)
     return g
 
@@ -240,9 +280,11 @@ def _replace_by_consts(graph, n, values):
     for i, value in enumerate(values):
         if any(d["out"] == i for _, _, d in graph.nx.out_edges(n, data=True)):
             const = graph.add_const(value)
+            keep_annotations(graph, const, graph.nx.nodes[n])
             redirect(graph, (n, i), (const, 0))
     graph.nx.remove_node(n)
 
 
 __all__ = ["dce", "cse", "fold_constants", "pipeline", "redirect", "writes_in_place",
-           "has_in_place_ops", "freeze", "array_key"]
+           "has_in_place_ops", "freeze", "array_key", "annotations", "keep_annotations",
+           "copy_op"]

@@ -22,7 +22,7 @@ from ...ops._helpers import NoDecomposition
 from .. import rules
 from ..trace import trace
 from .autodiff import _example
-from .cleanup import has_in_place_ops, redirect
+from .cleanup import copy_op, has_in_place_ops, keep_annotations, redirect
 
 Skip = NoDecomposition  # what a decomposition raises when it does not apply
 
@@ -85,9 +85,9 @@ def _inline(g, n, sub, arg_values, own_sources=False):
             mapping[m] = (g.add_const(data["value"]), 0)
         elif data["kind"] == "op":
             args = {pos: _mapped(mapping, u, out) for pos, u, out in sub.args_of(m)}
-            node = g.add_op(data["op"], args, data["params"], data["specs"],
-                            source=(own_sources and data.get("source")) or
-                            g.nx.nodes[n].get("source"), aliases=data.get("aliases"))
+            node = copy_op(g, data, args, source=(own_sources and data.get("source")) or
+                           g.nx.nodes[n].get("source"))
+            keep_annotations(g, node, g.nx.nodes[n])  # what the call node had
             mapping[m] = (node, None)
     for o in sub.outputs:
         (_, u, out), = sub.args_of(o)

@@ -23,7 +23,7 @@ from ...ops._helpers import c_strides
 from ...tensor import _make
 from .. import evaluate, rules
 from ..graph import Graph
-from .cleanup import has_in_place_ops
+from .cleanup import copy_op, has_in_place_ops
 
 
 _NATIVE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # what kernels compute in
@@ -340,8 +340,7 @@ def _replace_group(g, members):
                                                  inputs.index(key))
                 args[pos] = (mapping[key], 0)
         data = g.nx.nodes[n]
-        mapping[n] = sub.add_op(data["op"], args, data["params"], data["specs"],
-                                source=data.get("source"))
+        mapping[n] = copy_op(sub, data, args, aliases=None)
     exported = [n for n in members
                 if any(v not in inside for v in g.nx.successors(n))]
     if not exported:  # dead code (nothing reads the group): a kernel would have no

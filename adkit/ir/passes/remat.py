@@ -16,7 +16,7 @@ import math
 import networkx as nx
 
 from ...ops._families import BinaryElementwise, UnaryElementwise
-from .cleanup import has_in_place_ops
+from .cleanup import copy_op, has_in_place_ops
 
 
 def recompute_elementwise(node_data):
@@ -184,8 +184,7 @@ def _duplicate(graph, n, recomputable, dups):
         stack.pop()
         data = graph.nx.nodes[m]
         args = {pos: (dups.get(u, u), out) for pos, u, out in graph.args_of(m)}
-        dups[m] = graph.add_op(data["op"], args, data["params"], specs=data["specs"],
-                               source=data.get("source"), aliases=data.get("aliases"))
+        dups[m] = copy_op(graph, data, args)
         graph.nx.nodes[dups[m]]["recomputes"] = m
     return dups[n]
 

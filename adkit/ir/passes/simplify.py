@@ -19,7 +19,7 @@ from ...ops.shape import Expand, Permute, Reshape, Transpose
 from ...ops.conversion import ToDtype
 from ...ops.unary import Neg
 from .. import rules as shape_rules
-from .cleanup import has_in_place_ops, redirect
+from .cleanup import has_in_place_ops, keep_annotations, redirect
 
 Replace = namedtuple("Replace", "value")
 Replace.__doc__ = "A rule's result: the node's output 0 is the existing `value` = (node, out)."
@@ -274,6 +274,7 @@ def _keeps_specs(graph, n, change):
 def _commit(graph, n, change):
     if isinstance(change, Replace):
         redirect(graph, (n, 0), change.value)
+        keep_annotations(graph, change.value[0], graph.nx.nodes[n])
         graph.nx.remove_node(n)
         return
     for u, _, key, d in sorted(graph.nx.in_edges(n, keys=True, data=True)):

@@ -26,7 +26,7 @@ import networkx as nx
 import numpy as np
 
 from ...ops.comparison import Where
-from .cleanup import dce
+from .cleanup import copy_op, dce
 
 BRANCHES = {1: "x", 2: "y"}  # where(condition, x, y): x is taken where condition holds
 
@@ -235,8 +235,7 @@ def _guard(g, d):
         new_args = {p: ((guard, 0) if n == d.op and p == d.argument else
                         (clones[u], out) if u in clones else (u, out))
                     for p, u, out in g.args_of(n)}
-        clones[n] = g.add_op(data["op"], new_args, data["params"], specs=data["specs"],
-                             source=data.get("source"))
+        clones[n] = copy_op(g, data, new_args, aliases=None)
     edge = [(k, data) for _, v, k, data in g.nx.out_edges(branch[0], keys=True, data=True)
             if v == d.where and data["pos"] == pos][0]
     g.nx.remove_edge(branch[0], d.where, key=edge[0])

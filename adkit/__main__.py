@@ -9,7 +9,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m adkit")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run the worked example")
-    demo.add_argument("--out-dir", default=".", help="where to write the demo's pictures")
+    demo.add_argument("--out-dir", default="adkit-demo",
+                      help="the folder the demo writes its pictures into (made if missing; "
+                      "default: adkit-demo)")
     args = parser.parse_args(argv)
     if args.command == "demo":
         return _demo.run(args.out_dir)

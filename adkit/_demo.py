@@ -3,8 +3,10 @@
 Owns: the demo's steps and printing. Does not: define anything the library uses.
 Step 1: the eager gradient of a small network loss, checked against central finite
 differences. Step 2: the same loss traced into an IR graph, printed and drawn. Step 3:
-its backward graph, derived by the vjp pass. Step 4: the gradient compiled by ak.jit,
-timed against eager numpy.
+its backward graph, derived by the vjp pass, drawn alone and beside the forward graph.
+Step 4: the gradient compiled by ak.jit, timed against eager numpy. The pictures go
+into one folder (`--out-dir`, default adkit-demo/), as SVG when a Graphviz is installed
+(the `pictures` extra brings one from PyPI), else as Graphviz text (.dot).
 """
 import os
 import time
@@ -66,6 +68,18 @@ def step_eager_gradient():
     return ok
 
 
+def save_picture(write, out_dir, stem):
+    """`write(path)` draws into path: an .svg when some Graphviz can draw, else the
+    Graphviz text (.dot), with a line saying what to install. Returns the path."""
+    try:
+        path = write(os.path.join(out_dir, stem + ".svg"))
+    except RuntimeError as e:
+        print(f"(no picture drawn: {e})")
+        path = write(os.path.join(out_dir, stem + ".dot"))
+    print(f"wrote {path}")
+    return path
+
+
 def step_trace(out_dir):
     print()
     print("== 2. Tracing: the same loss as an IR graph (networkx underneath) ==")
@@ -75,13 +89,7 @@ def step_trace(out_dir):
     print(graph)
     print(f"{graph.nx.number_of_nodes()} nodes, {graph.nx.number_of_edges()} edges "
           f"in graph.nx ({type(graph.nx).__name__})")
-    path = os.path.join(out_dir, "adkit-demo-forward.svg")
-    try:
-        graph.render(path)
-    except RuntimeError as e:  # Graphviz missing: still leave the picture's source
-        path = graph.render(os.path.join(out_dir, "adkit-demo-forward.dot"))
-        print(f"({e})")
-    print(f"forward graph written to {path}")
+    save_picture(graph.render, out_dir, "forward")
     ak.manual_seed(0)
     args = (ak.randn(4, 3, dtype=ak.float64), ak.randn(3, 5, dtype=ak.float64),
             ak.randn(5, 1, dtype=ak.float64))
@@ -102,12 +110,11 @@ def step_backward_graph(out_dir):
     print("inputs: x, w1, w2, then the cotangent of the loss; outputs: the loss, then one "
           "gradient per input")
     print(backward)
-    path = os.path.join(out_dir, "adkit-demo-backward.svg")
-    try:
-        backward.render(path)
-    except RuntimeError:
-        path = backward.render(os.path.join(out_dir, "adkit-demo-backward.dot"))
-    print(f"backward graph written to {path}")
+    print("its picture colors forward and backward nodes and names each gradient after "
+          "its primal (grad_a: the gradient of a)")
+    save_picture(backward.render, out_dir, "backward")
+    save_picture(lambda path: ak.ir.render_pair(forward, backward, path), out_dir,
+                 "forward-beside-backward")
     ak.manual_seed(0)
     args = [ak.randn(4, 3, dtype=ak.float64), ak.randn(3, 5, dtype=ak.float64),
             ak.randn(5, 1, dtype=ak.float64)]
@@ -153,10 +160,13 @@ def step_jit():
     return same
 
 
-def run(out_dir="."):
+def run(out_dir="adkit-demo"):
     os.makedirs(out_dir, exist_ok=True)
     ok = step_eager_gradient()
     ok = step_trace(out_dir) and ok
     ok = step_backward_graph(out_dir) and ok
     ok = step_jit() and ok
+    print()
+    print(f"pictures: {os.path.abspath(out_dir)}{os.sep} "
+          f"({', '.join(sorted(os.listdir(out_dir)))})")
     return 0 if ok else 1

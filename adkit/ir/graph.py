@@ -10,6 +10,7 @@ Does not: trace (trace.py), evaluate (evaluate.py) or print (printing.py).
 | `const` node  | `kind="const"`, `value` (read-only ndarray), `shape`, `dtype`; `requires_grad=True` when it was a parameter the traced function closed over |
 | `op` node     | `kind="op"`, `op` (Function class), `params` (dict of static arguments by parameter name; loops, branches and fused kernels keep their bodies here as Graphs), `specs` (one `TensorSpec` per output), `shape`/`dtype` (of output 0), `source` ("file:line" of the user's call, or None), `aliases` (per output: the argument position it overwrites in place, or None) |
 | `output` node | `kind="output"`, `index` |
+| any node of a derived graph | `origin` = `Origin(role, source, primal)` (passes/provenance.py), set by vjp/jvp/vmap and kept by every pass: `role` "forward"/"backward"/"tangent"/"batched", `source` the node of the pass's input graph it was made for, `primal` for a gradient or tangent the `(node, out)` it belongs to (pictures color by role and name it `grad_x`) |
 | edge u -> v   | key = `pos` = argument position at v; `out` = which output of u |
 
 A value is `Value(node, out)` (a namedtuple, equal to the plain `(node, out)` pair): output

@@ -175,3 +175,25 @@ def test_viewer_own_layout_works_without_a_renderer(browser, graphs, tmp_path, m
     node.click()  # here the kernel has a box of its own, which opens its body
     assert any(g.is_displayed() for g in inside)
     assert _errors(browser) == []
+
+
+def test_viewer_loop_opens_with_its_bodies(browser, tmp_path):
+    """A while_loop's cond and body open together from the loop; hovering a kernel
+    or loop drawn as its cluster describes the node."""
+    graph = ak.trace(lambda x: ak.while_loop(lambda c: c.sum() < 10, lambda c: c * 2, x),
+                     ak.ones(3))
+    panel, = _load(browser, ak.ir.view(graph, path=tmp_path / "loop.html"))
+    data = _data(browser)
+    inside = {c: [panel.find_element(By.CSS_SELECTOR, f'g.node[data-id="{i}"]')
+                  for i, r in data["nodes"].items() if c in r["clusters"]]
+              for c, r in data["clusters"].items() if "cond" in r["label"]
+              or "body" in r["label"]}
+    assert len(inside) == 2 and all(inside.values())
+    assert not any(g.is_displayed() for gs in inside.values() for g in gs)
+    loop = next(i for i, r in data["nodes"].items() if r["op"] == "while_loop")
+    node = panel.find_element(By.CSS_SELECTOR, f'g.node[data-id="{loop}"]')
+    ActionChains(browser).move_to_element(node).perform()
+    assert "click to open its body" in browser.find_element(By.ID, "adkit-tooltip").text
+    node.click()
+    assert all(g.is_displayed() for gs in inside.values() for g in gs)
+    assert _errors(browser) == []

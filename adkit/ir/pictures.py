@@ -257,7 +257,7 @@ class Scene:
         if len(self.graph.specs_of(u)) > 1:
             parts.append(self.names[(u, data["out"])])
         drawn = [p for p, w, _ in self.graph.args_of(v) if w not in self.folded]
-        if len(drawn) > 1:
+        if len(drawn) > 1 and (v, data["pos"]) not in self.entries:  # kernels: own inputs
             parts.append(str(data["pos"]))
         return "→".join(parts)
 

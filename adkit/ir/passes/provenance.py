@@ -64,9 +64,14 @@ class Tagger:
             if n not in primal:
                 primal.add(n)
                 stack.extend(u for u in self.graph.nx.predecessors(n) if u in window)
+        # NB: the tracer saw the pass's own frames; the user's line is the source node's
+        line = self.source_graph.nx.nodes[source].get("source") if source is not None \
+            else None
         for n in new:
-            self.graph.nx.nodes[n]["origin"] = Origin("forward" if n in primal else role,
-                                                      source)
+            data = self.graph.nx.nodes[n]
+            data["origin"] = Origin("forward" if n in primal else role, source)
+            if line is not None and data["kind"] == "op":
+                data["source"] = line
 
     def on_node(self, n, values):
         """evaluate.run's hook: the window of source node n is over."""

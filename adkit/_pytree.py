@@ -6,7 +6,28 @@ and compares equal for equal structures, so it can key caches (jit signatures).
 """
 from collections import namedtuple
 
-TreeSpec = namedtuple("TreeSpec", ("kind", "meta", "children"))
+class TreeSpec(namedtuple("TreeSpec", ("kind", "meta", "children"))):
+    """A pytree's structure. Printed the way a user wrote it, one `*` per leaf:
+    `(*, [*, *])`, `{'w': *, 'b': *}`, `Point(x=*, y=*)` (error messages show it)."""
+    __slots__ = ()
+
+    def __str__(self):
+        if self.kind == "leaf":
+            return "*"
+        inner = [str(c) for c in self.children]
+        if self.kind == "dict":
+            return "{" + ", ".join(f"{k!r}: {c}" for k, c in zip(self.meta, inner)) + "}"
+        if self.kind == "namedtuple":
+            fields = ", ".join(f"{f}={c}" for f, c in zip(self.meta._fields, inner))
+            return f"{self.meta.__name__}({fields})"
+        if self.kind == "list":
+            return "[" + ", ".join(inner) + "]"
+        return "(" + ", ".join(inner) + ("," if len(inner) == 1 else "") + ")"
+
+    def __repr__(self):
+        return f"TreeSpec({self})"
+
+
 LEAF = TreeSpec("leaf", None, ())
 
 
@@ -37,6 +58,20 @@ def _flatten(tree, leaves, is_leaf):
         return TreeSpec("dict", keys, tuple(_flatten(tree[k], leaves, is_leaf) for k in keys))
     leaves.append(tree)
     return LEAF
+
+
+def freeze(value):
+    """A hashable stand-in for `value` that compares equal exactly when the values do
+    (and their container types agree): lists, tuples, dicts and sets become tagged
+    tuples, recursively; anything else must be hashable itself (else TypeError)."""
+    if isinstance(value, (list, tuple)) and not _is_namedtuple(value):
+        return (type(value).__name__, tuple(freeze(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((k, freeze(v)) for k, v in value.items()))
+    if isinstance(value, (set, frozenset)):
+        return (type(value).__name__, frozenset(freeze(v) for v in value))
+    hash(value)
+    return value
 
 
 def tree_unflatten(spec, leaves):

@@ -534,10 +534,21 @@ def from_numpy(arr):
     return _make(_to_array(arr, copy=False))
 
 
-def _shape_arg(size):
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+def _shape_arg(size, fn="zeros"):
+    """The shape of `fn(*size)` (`fn(2, 3)` or `fn((2, 3))`), or PyTorch's TypeError
+    for anything but ints (2.5, "a", True and None are not sizes)."""
+    whole = len(size) == 1 and isinstance(size[0], (tuple, list))
+    if whole:
         size = size[0]
-    shape = tuple(int(s) for s in size)
+    shape = []
+    for i, s in enumerate(size):
+        if isinstance(s, (bool, np.bool_)) or not hasattr(s, "__index__"):
+            found = (f"not {type(s).__name__}" if len(size) == 1 and not whole else
+                     f"but found element of type {type(s).__name__} at pos {i}")
+            raise TypeError(f"{fn}(): argument 'size' (position 1) must be tuple of ints, "
+                            f"{found}")
+        shape.append(s.__index__())
+    shape = tuple(shape)
     if any(s < 0 for s in shape):
         raise RuntimeError(f"Trying to create tensor with negative dimension: {list(shape)}")
     return shape
@@ -556,23 +567,24 @@ def _float_or(dtype):
 
 def zeros(*size, dtype=None, requires_grad=False, device=None):
     _check_device(device)
-    return _new(np.zeros(_shape_arg(size), _float_or(dtype).np), requires_grad)
+    return _new(np.zeros(_shape_arg(size, "zeros"), _float_or(dtype).np), requires_grad)
 
 
 def ones(*size, dtype=None, requires_grad=False, device=None):
     _check_device(device)
-    return _new(np.ones(_shape_arg(size), _float_or(dtype).np), requires_grad)
+    return _new(np.ones(_shape_arg(size, "ones"), _float_or(dtype).np), requires_grad)
 
 
 def empty(*size, dtype=None, requires_grad=False, device=None):
     _check_device(device)
-    return _new(np.empty(_shape_arg(size), _float_or(dtype).np), requires_grad)
+    return _new(np.empty(_shape_arg(size, "empty"), _float_or(dtype).np), requires_grad)
 
 
 def full(size, fill_value, dtype=None, requires_grad=False, device=None):
     _check_device(device)
     dtype = dtypes.to_dtype(dtype) or _infer_dtype(fill_value)
-    return _new(np.full(_shape_arg((size,)), fill_value, dtype.np), requires_grad)
+    return _new(np.full(_shape_arg((size,), "full"), fill_value, dtype.np),
+                requires_grad)
 
 
 def _like_dtype(t, dtype):

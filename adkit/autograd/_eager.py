@@ -33,7 +33,10 @@ def eager_apply(cls, args):
         arrays = []  # NB: a loop, not a comprehension: cheaper for 1-3 arguments
         for a in args:
             arrays.append(a._data if isinstance(a, Tensor) else a)
-        raw = cls.forward(*arrays)
+        try:
+            raw = cls.forward(*arrays)
+        except AttributeError as e:  # NB: no cost until raised (zero-cost try)
+            raise _container_argument_error(cls, args, e) from None
         if type(raw) is np.ndarray:  # the common case: one fresh array
             aliased = None
             for a in args:
@@ -74,6 +77,21 @@ def eager_apply(cls, args):
         cls.setup_context(ctx, args, outputs)
         return _finish(cls, ctx, args, outputs, requires)
     return _apply_user_function(cls, args, requires)[0]
+
+
+def _container_argument_error(cls, args, error):
+    """PyTorch's TypeError for a list or tuple where the op wanted a tensor (its forward
+    failed reading it as an array: "'list' object has no attribute 'dtype'"), else the
+    original error."""
+    names = (cls._binding or (None, ()))[1]
+    for i, a in enumerate(args):
+        kind = type(a).__name__
+        if isinstance(a, (list, tuple)) and f"'{kind}' object" in str(error):
+            name = cls.public_name or cls.__name__
+            param = names[i] if i < len(names) else f"arg{i}"
+            return TypeError(f"{name}(): argument '{param}' (position {i + 1}) must be "
+                             f"Tensor, not {kind} (ak.tensor({kind}) makes one)")
+    return error
 
 
 def eager_apply_keeping_ctx(cls, args):

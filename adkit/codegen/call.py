@@ -16,7 +16,7 @@ import dataclasses
 import numpy as np
 
 from .. import _dispatch
-from .._pytree import tree_flatten, tree_unflatten
+from .._pytree import freeze, tree_flatten, tree_unflatten
 from ..autograd.grad_mode import is_grad_enabled
 from ..control._common import Plan, PlanOp, is_float, materialize, spec
 from ..control.body import NonTensorResult, trace_body
@@ -251,11 +251,25 @@ def _tensor_leaves(jitted, args, kwargs):
             start += len(arg_leaves)
         return out, kwargs
     chosen = set(positions)
+    name = getattr(jitted.fn, "__name__", "f")
     key = (tuple(tree for _, tree in flat), tuple(rules.spec_of(t) for t in tensors),
-           tuple((k, type(leaf).__name__, leaf) for k, leaf in enumerate(leaves)
-                 if k not in chosen),  # 2 and 2.0 differ
-           tuple(sorted((k, type(v).__name__, v) for k, v in kwargs.items())))
+           tuple((k, type(leaf).__name__, static_key(leaf, name, "a static argument"))
+                 for k, leaf in enumerate(leaves) if k not in chosen),  # 2 and 2.0 differ
+           tuple(sorted((k, type(v).__name__, static_key(v, name, f"keyword {k}="))
+                        for k, v in kwargs.items())))
     return tensors, rebuild, key
+
+
+def static_key(value, fn_name, what):
+    """A hashable key for a static value (lists and dicts too), or a TypeError saying
+    why jit needs one: static values are compiled in, so they key the cache."""
+    try:
+        return freeze(value)
+    except TypeError:
+        raise TypeError(f"ak.jit({fn_name}): {what} is a {type(value).__name__} that is "
+                        "or holds a value that cannot be hashed; static (non-tensor) arguments are compiled in "
+                        "and key the cache of compiled code, so they must be hashable "
+                        "(numbers, strings, tuples, lists or dicts of them)") from None
 
 
 def _is_array_like(x):
@@ -280,4 +294,5 @@ def _trace(jitted, tensors, rebuild):
                    body.captured, body)
 
 
-__all__ = ["CallPlan", "JitCall", "JitCallSavingResiduals", "call_jitted", "call_vjp"]
+__all__ = ["CallPlan", "JitCall", "JitCallSavingResiduals", "call_jitted", "call_vjp",
+           "static_key"]

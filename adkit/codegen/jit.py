@@ -13,10 +13,10 @@ import numpy as np
 from .. import _dispatch
 from .._pytree import tree_flatten
 from ..autograd.grad_mode import is_grad_enabled
-from ..ir.trace import trace
+from ..ir.trace import trace_for
 from ..tensor import Tensor
 from . import compiled_view
-from .call import call_jitted
+from .call import call_jitted, static_key
 from .compiled import OPTIMIZE, Compiled
 from .pipeline import check_passes, pass_name, passes_key, run_pipeline
 
@@ -74,16 +74,20 @@ class Jitted:
     def _key(self, args, kwargs):
         dynamic = [a for i, a in enumerate(args) if i not in self.static_argnums]
         leaves, tree = tree_flatten(dynamic, is_leaf=_is_tensor)
+        fn = self.name
         sig = tuple((tuple(np.shape(x)), np.asarray(x).dtype.str) if _is_tensor(x) else
-                    ("static", type(x).__name__, x) for x in leaves)  # 2 and 2.0 differ
-        statics = tuple((i, type(args[i]).__name__, args[i])
+                    ("static", type(x).__name__, static_key(x, fn, "a static argument"))
+                    for x in leaves)  # 2 and 2.0 differ
+        statics = tuple((i, type(args[i]).__name__,
+                         static_key(args[i], fn, f"static argument {i} (static_argnums)"))
                         for i in self.static_argnums if i < len(args))
         for name, value in kwargs.items():
             if _is_tensor(value):
                 raise TypeError(f"jit: keyword arguments are static (compiled in), but "
                                 f"{name}= is a tensor: pass tensors positionally")
         return (tree, sig, statics,
-                tuple(sorted((k, type(v).__name__, v) for k, v in kwargs.items())),
+                tuple(sorted((k, type(v).__name__, static_key(v, fn, f"keyword {k}="))
+                             for k, v in kwargs.items())),
                 self._passes_key)
 
     def __call__(self, *args, **kwargs):
@@ -123,8 +127,8 @@ class Jitted:
         key = self._key(args, kwargs)
         compiled = self.cache.get(key)
         if compiled is None:
-            graph = trace(self.fn, *args, **kwargs)
             name = f"jit({self.name})"
+            graph = trace_for(f"ak.{name}", self.fn, args, kwargs)
             compiled = self.cache[key] = Compiled(run_pipeline(graph, self._passes, name),
                                                   name)
             # a closure over a tensor that requires grad (a parameter): calls read its

@@ -86,6 +86,7 @@ def trace_body(fn, arg_specs, what):
     something inside (a gradient step) turns grad mode on itself, as func.grad does."""
     graph = Graph()
     tracer = _BodyTracer(graph)
+    tracer.purpose = what  # so a shape error in the body names it
     leaves = [tracer.new_input(spec, i) for i, spec in enumerate(arg_specs)]
     with _dispatch.no_interpreters(), _dispatch.interpreting(tracer), no_grad():
         result = fn(*leaves)

@@ -248,7 +248,7 @@ def vjp(func, *primals, has_aux=False):
         if ct_spec != out_spec:
             raise RuntimeError("Expected pytree structure of cotangents to be the same as "
                                f"pytree structure of outputs to the function. cotangents: "
-                               f"{ct_spec}, primal output: {out_spec}")
+                               f"{ct_spec}, primal output: {out_spec} (* is one tensor)")
         grad_outputs = [_cotangent(c, levels) for c in ct_leaves]
         with prepared.active():
             grads = _grads(out_phys, prepared.physicals, grad_outputs)

@@ -76,7 +76,8 @@ def _same(a, b):
 
 
 def _describe(tree):
-    return repr(tree) if tree.kind != "leaf" else "a single leaf"
+    """The structure as a user writes it, * for each tensor or value."""
+    return f"{tree} (* is one tensor or value)" if tree.kind != "leaf" else "a single leaf"
 
 
 def run(graph, inputs, *, as_recorded=False, on_node=None):

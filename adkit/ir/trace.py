@@ -77,6 +77,9 @@ def _new_tracer(interpreter, node, out, spec):
 class TracingInterpreter(_dispatch.Interpreter):
     """Records each Function.apply as an op node; concrete tensors become const nodes."""
 
+    # what the trace is for, as errors name it ("ak.jit(f)"): set by trace()'s callers
+    purpose = None
+
     def __init__(self, graph):
         self.graph = graph
         self._consts = {}  # id(tensor) -> const node, so a closed-over tensor is one node
@@ -123,8 +126,8 @@ class TracingInterpreter(_dispatch.Interpreter):
             inferred = rules.infer(cls, specs_in, params)
         except TracerValueError:
             raise
-        except Exception as e:
-            raise _inference_error(cls, specs_in, e) from e
+        except Exception as e:  # the user's call does not fit the op: say where it is
+            raise _inference_error(cls, specs_in, e, _user_source(), self.purpose) from None
         op, aliases = cls, inferred.aliases
         if self._writes_unseen(cls, aliases, tensors):
             op, aliases = cls.traced_out_of_place, (None,) * len(aliases)
@@ -167,11 +170,15 @@ class TracingInterpreter(_dispatch.Interpreter):
         return not any(v._base is t for v in t.__dict__.get("_views", ()))
 
 
-def _inference_error(cls, specs_in, error):
-    """The same kind of error, saying which op failed on which input shapes (and, for a
-    user Function, how to give it a shape rule)."""
+def _inference_error(cls, specs_in, error, source=None, purpose=None):
+    """The same kind of error, saying which op failed on which input shapes, at which
+    line of the user's code, in which transform (and, for a user Function, how to give
+    it a shape rule). adkit's own frames are left out (raised `from None`)."""
     shapes = ", ".join(f"{s.dtype.name}{list(s.shape)}" for s in specs_in.values())
-    message = f"{printing.op_name(cls)} on inputs of shape {shapes}: {error}"
+    where = ", ".join(w for w in (f"at {source}" if source else None,
+                                  f"while tracing {purpose}" if purpose else None) if w)
+    message = (f"{printing.op_name(cls)} on inputs of shape {shapes}"
+               f"{f' ({where})' if where else ''}: {error}")
     if not cls._arrays_in and getattr(cls, "infer", None) is None:
         message += (". While tracing, adkit learns a Function's output shapes by running its "
                     "forward on zeros; if that cannot work, give the Function a staticmethod "
@@ -205,8 +212,19 @@ def trace(f, *example_args, **kwargs):
     `ak.ir.TensorSpec(shape, dtype)` leaves of the argument pytrees become inputs, in
     order; other leaves and all kwargs are static. Only shapes and dtypes of the examples
     are used, never their values, so specs can stand for them (mixed freely)."""
+    return trace_for(f"ak.trace({_name(f)})", f, example_args, kwargs)
+
+
+def _name(f):
+    return getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or \
+        type(f).__name__
+
+
+def trace_for(purpose, f, example_args, kwargs):
+    """`trace`, for a caller that errors should name (`purpose`, e.g. "ak.jit(f)")."""
     graph = Graph()
     interp = TracingInterpreter(graph)
+    interp.purpose = purpose
     leaves, in_tree = tree_flatten(example_args, is_leaf=_is_tensor_leaf)
     traced_leaves, n_inputs = [], 0
     for i, leaf in enumerate(leaves):

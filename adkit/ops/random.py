@@ -24,13 +24,13 @@ def manual_seed(seed):
     _Generator.numpy = np.random.default_rng(int(seed))
 
 
-def _tensor(sample, size, dtype, requires_grad=False, device=None):
+def _tensor(sample, size, dtype, requires_grad=False, device=None, fn="rand"):
     """A tensor of `sample(generator, shape)` cast to dtype, drawn through the levels."""
     _check_device(device)
 
     def draw(shape):
         return _make(np.asarray(sample(_Generator.numpy, shape)).astype(dtype.np))
-    out = _dispatch.draw_random(draw, _shape_arg(size))
+    out = _dispatch.draw_random(draw, _shape_arg(size, fn))  # fn: errors name the call
     return _leaf_requires_grad(out) if requires_grad else out
 
 
@@ -48,7 +48,7 @@ def rand(*size, dtype=None, requires_grad=False, device=None):
 def randn(*size, dtype=None, requires_grad=False, device=None):
     """Standard normal."""
     return _tensor(lambda g, s: g.standard_normal(s), size, _float(dtype), requires_grad,
-                   device)
+                   device, "randn")
 
 
 @public("randint", ("function",))
@@ -57,4 +57,4 @@ def randint(low, high=None, size=(), dtype=None, device=None):
     if high is None:
         low, high = 0, low
     return _tensor(lambda g, s: g.integers(low, high, s), (size,),
-                   dtypes.to_dtype(dtype) or dtypes.int64, device=device)
+                   dtypes.to_dtype(dtype) or dtypes.int64, device=device, fn="randint")

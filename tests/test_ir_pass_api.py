@@ -305,3 +305,17 @@ def test_example_fused_op_fuses():
     graph, fused = module["main"]()
     assert module["count"](fused, module["Silu"]) == 1
     assert len(fused.op_nodes()) == 3 and len(graph.op_nodes()) == 4
+
+
+def test_readme_pass_in_20_lines_runs_as_written():
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### A pass in 20 lines"):]
+    start = section.index("```python") + len("```python")
+    code = section[start:section.index("```", start)]
+    ns = {}
+    exec(compile(code, "README.md", "exec"), ns)
+    x, w = ak.rand(4, 3, dtype=F64) + 0.5, ak.rand(3, 5, dtype=F64) + 0.5
+    assert [ak.ir.printing.op_name(ns["new"].nx.nodes[n]["op"])
+            for n in ns["new"].op_nodes()] == ["matmul", "add", "sum"]
+    for fn in (ns["new"], ns["fast"]):
+        np.testing.assert_allclose(fn(x, w).numpy(), ns["f"](x, w).numpy(), rtol=1e-12)

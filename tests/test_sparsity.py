@@ -511,3 +511,17 @@ def test_sparsity_of_simplified_gradient_graphs_with_assemble():
     pattern = ak.ir.passes.sparsity(graph)
     dense = np.asarray(ak.func.hessian(f)(x)._data) != 0
     np.testing.assert_array_equal(pattern.todense(), dense)
+
+
+def test_cat_and_stack_with_a_constant_part_leave_its_rows_empty():
+    """The parts of a cat or a stack that carry no derivative (constants) read
+    nothing: their rows of the Jacobian are empty, whatever the other parts hold."""
+    c = ak.tensor(np.arange(6.0).reshape(2, 3))
+
+    def f(x):
+        return ak.cat([c, x * x, c], 0).sum(1) + ak.stack([x, c], 0)[1:].sum()
+    x = ak.tensor(np.ones((2, 3)))
+    found = ak.ir.passes.sparsity(ak.trace(f, x)).todense()
+    dense = ak.func.jacfwd(f)(x).numpy().reshape(6, 6) != 0
+    assert found.shape == dense.shape and not (dense & ~found).any()
+    assert not found[:2].any() and not found[4:].any()

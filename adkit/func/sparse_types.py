@@ -17,10 +17,39 @@ class SparsityPattern:
 
     def __init__(self, shape, rows, cols):
         self.shape = (int(shape[0]), int(shape[1]))
-        self.rows = np.asarray(rows, dtype=np.int64)
+        self._rows, self._indptr = np.asarray(rows, dtype=np.int64), None
         self.cols = np.asarray(cols, dtype=np.int64)
-        if self.rows.shape != self.cols.shape or self.rows.ndim != 1:
+        if self._rows.shape != self.cols.shape or self._rows.ndim != 1:
             raise ValueError("rows and cols must be 1-D arrays of the same length")
+
+    @classmethod
+    def from_csr(cls, shape, indptr, cols):
+        """The pattern whose row i holds cols[indptr[i]:indptr[i + 1]] (sorted, no
+        repeats): CSR, the row of each entry worked out only when asked for."""
+        pattern = cls.__new__(cls)
+        pattern.shape = (int(shape[0]), int(shape[1]))
+        pattern._indptr = np.asarray(indptr, dtype=np.int64)
+        pattern._rows, pattern.cols = None, np.asarray(cols, dtype=np.int64)
+        if pattern._indptr.shape != (pattern.shape[0] + 1,) or \
+                pattern._indptr[-1] != pattern.cols.size:
+            raise ValueError("indptr must have one more entry than rows, ending at len(cols)")
+        return pattern
+
+    @property
+    def rows(self):
+        """The row of each entry."""
+        if self._rows is None:
+            self._rows = np.repeat(np.arange(self.shape[0], dtype=np.int64),
+                                   np.diff(self._indptr))
+        return self._rows
+
+    @property
+    def indptr(self):
+        """CSR row pointers: row i's entries are cols[indptr[i]:indptr[i + 1]]."""
+        if self._indptr is None:
+            self._indptr = np.zeros(self.shape[0] + 1, np.int64)
+            np.cumsum(np.bincount(self._rows, minlength=self.shape[0]), out=self._indptr[1:])
+        return self._indptr
 
     @classmethod
     def from_dense(cls, mask):
@@ -33,7 +62,7 @@ class SparsityPattern:
 
     @property
     def nnz(self):
-        return int(self.rows.size)
+        return int(self.cols.size)
 
     def todense(self):
         """A boolean ndarray of the shape, True at the pattern's entries."""

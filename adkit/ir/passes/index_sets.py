@@ -55,7 +55,7 @@ class Deps:
     __slots__ = ("_csr", "blocks", "n", "shape")
 
     def __init__(self, shape, blocks=()):
-        self.shape = (int(shape),) if np.ndim(shape) == 0 else tuple(shape)
+        self.shape = tuple(shape) if isinstance(shape, tuple | list) else (int(shape),)
         self.n = math.prod(self.shape)
         self.blocks, self._csr = tuple(blocks), None
 
@@ -204,11 +204,15 @@ def slabbed(parts, shape):
     check_size(width * math.prod(shape))
     if width == 0:
         return Deps(shape)
-    rows = np.full((width,) + tuple(shape), NONE, INDEX)
+    dims = {slab.dim for _, slab in parts}
+    tiled = len(dims) == 1 and sum(s.stop - s.start for _, s in parts) == shape[dims.pop()]
+    # slabs that tile the result (no constant part left out) write each entry once
+    rows = np.empty((width,) + tuple(shape), INDEX) if tiled else \
+        np.full((width,) + tuple(shape), NONE, INDEX)
     for d, slab in parts:
-        if d.blocks:
-            region = rows[(slice(0, d.width),) + slab.key()]
-            region[...] = d.block().reshape(region.shape)
+        region = rows[(slice(None),) + slab.key()]
+        region[:d.width] = d.block().reshape((d.width,) + region.shape[1:])
+        region[d.width:] = NONE
     return Deps(shape, (rows,))
 
 

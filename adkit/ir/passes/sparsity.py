@@ -49,7 +49,7 @@ def _rule_links(graph, n, data, args):
     operands = {}
     for pos, u, out in args:
         node = graph.nx.nodes[u]
-        spec = graph.specs_of(u)[out]
+        spec = node["specs"][out] if node["kind"] == "op" else graph.specs_of(u)[out]
         value = node["value"] if node["kind"] == "const" else None
         operands[pos] = Operand(spec.shape, spec.dtype.np, value)
     try:
@@ -62,9 +62,15 @@ def _rule_links(graph, n, data, args):
     return links if isinstance(links, tuple) else (links,)
 
 
+def _args(graph, n):
+    """graph.args_of(n) (by position: (pos, producer, out)), without networkx's views."""
+    return sorted((d["pos"], u, d["out"]) for u, edges in graph.nx.pred[n].items()
+                  for d in edges.values())
+
+
 def _op_deps(graph, n, data, env, on_node):
     """Deps of each output of op node n, from its arguments' Deps."""
-    args = graph.args_of(n)
+    args = _args(graph, n)
     arg_deps = {pos: env[u][out] for pos, u, out in args}
     specs = data["specs"]
     live = {pos: d for pos, d in arg_deps.items() if not d.is_empty()}
@@ -134,12 +140,13 @@ def _has_foldable(graph):
 
 
 def _order(graph):
-    """The nodes in an order that runs the program: with writes in place, the
-    program's own order (topo_order's, by node id: a read of the written value after
-    the write need not be its descendant), else any topological order (cheaper)."""
-    if cleanup.has_in_place_ops(graph):
-        return graph.topo_order()
-    return nx.topological_sort(graph.nx)
+    """The nodes in the program's order (topo_order's: by node id, which with writes
+    in place matters, as a read of the written value after the write need not be its
+    descendant). Traced graphs number their nodes in that order already: then a sort
+    of the ids does instead of a topological sort."""
+    if all(u < v for u, v in graph.nx.edges()):
+        return sorted(graph.nx)
+    return graph.topo_order()
 
 
 def _run(graph, input_deps, on_node=None):
@@ -263,7 +270,7 @@ def sparsity(graph, wrt=None):
     Conservative: an entry left out is zero at every point."""
     outputs, n_cols = _propagate(graph, _wrt_list(graph, wrt))
     deps = stacked(outputs)
-    return SparsityPattern((deps.n, n_cols), deps.rows(), deps.indices)
+    return SparsityPattern.from_csr((deps.n, n_cols), deps.indptr, deps.indices)
 
 
 def hessian_sparsity(graph, wrt=None):

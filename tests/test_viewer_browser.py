@@ -197,3 +197,18 @@ def test_viewer_loop_opens_with_its_bodies(browser, tmp_path):
     node.click()
     assert all(g.is_displayed() for gs in inside.values() for g in gs)
     assert _errors(browser) == []
+
+
+def test_viewer_links_a_forward_node_to_its_derivatives(browser, graphs, tmp_path):
+    """Derived nodes keep the source line of the node they were made for: hovering the
+    forward tanh lights up its gradient's nodes in the vjp graph beside it."""
+    forward, _ = graphs
+    backward = ak.ir.passes.vjp(forward)
+    panels = _load(browser, ak.ir.view(forward, backward, path=tmp_path / "link.html"))
+    source = f"test_viewer_browser.py:{TANH_LINE}"
+    want = sorted(i for i, r in _data(browser, 1)["nodes"].items() if r["source"] == source)
+    assert len(want) > 1  # tanh and its derivative's ops
+    ActionChains(browser).move_to_element(_node(browser, panels[0], "tanh")).perform()
+    linked = panels[1].find_elements(By.CSS_SELECTOR, "g.node.adkit-linked")
+    assert sorted(g.get_attribute("data-id") for g in linked) == want
+    assert _errors(browser) == []

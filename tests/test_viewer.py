@@ -4,6 +4,7 @@ graph nodes whatever naming the pictures use, the own layout, errors, and the HT
 graphs, compiled programs and tensors."""
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -31,13 +32,13 @@ def loop(x):
 
 def _page_data(text):
     found = re.search(r'<script type="application/json" id="adkit-data">(.*?)</script>',
-                      text, re.S)
+                      text, re.DOTALL)
     return json.loads(found.group(1).replace("<\\/", "</"))
 
 
 def test_viewer_page_is_self_contained(graphs, tmp_path):
     path = ak.ir.view(*graphs, path=tmp_path / "p.html", titles=["forward", "vjp"])
-    text = open(path).read()
+    text = Path(path).read_text()
     assert path == str(tmp_path / "p.html")
     assert "<link" not in text and "<img" not in text
     assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', text)  # nothing fetched
@@ -49,7 +50,7 @@ def test_viewer_page_is_self_contained(graphs, tmp_path):
 
 def test_viewer_hover_data_names_op_type_and_source(graphs, tmp_path):
     forward, _ = graphs
-    data = _page_data(open(ak.ir.view(forward, path=tmp_path / "p.html")).read())
+    data = _page_data(Path(ak.ir.view(forward, path=tmp_path / "p.html")).read_text())
     tanh, = [r for r in data["panels"][0]["nodes"].values() if r["op"] == "tanh"]
     line = model.__code__.co_firstlineno + 2
     assert tanh["source"] == f"test_viewer.py:{line}"
@@ -100,7 +101,7 @@ def test_viewer_falls_back_to_its_own_layout(graphs, tmp_path, monkeypatch):
     for replacement, reason in ((lambda g: None, "no Graphviz renderer"),
                                 (broken, "RuntimeError: dot crashed")):
         monkeypatch.setattr(printing, "to_svg", replacement)
-        text = open(ak.ir.view(graphs[1], path=tmp_path / "own.html")).read()
+        text = Path(ak.ir.view(graphs[1], path=tmp_path / "own.html")).read_text()
         assert 'data-layout="layered"' in text and reason in text
         data = _page_data(text)["panels"][0]
         titles = set(re.findall(r"<title>([^<]*)</title>", text))
@@ -110,7 +111,7 @@ def test_viewer_falls_back_to_its_own_layout(graphs, tmp_path, monkeypatch):
 def test_viewer_show_and_errors(graphs, tmp_path):
     forward, _ = graphs
     path = forward.show()
-    assert path.endswith(".html") and "adkit-data" in open(path).read()
+    assert path.endswith(".html") and "adkit-data" in Path(path).read_text()
     with pytest.raises(TypeError, match="at least one Graph"):
         ak.ir.view()
     with pytest.raises(TypeError, match="takes Graphs"):

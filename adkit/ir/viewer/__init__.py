@@ -8,4 +8,4 @@ Graphviz text or run the renderer (printing.py), or change graphs.
 from .nodes import dot_structure, panel_data
 from .page import notebook_html, page, picture, view
 
-__all__ = ["dot_structure", "panel_data", "notebook_html", "page", "picture", "view"]
+__all__ = ["dot_structure", "notebook_html", "page", "panel_data", "picture", "view"]

@@ -117,11 +117,12 @@ def layered_svg(graph):
     """SVG text of `graph` drawn by the layered layout."""
     block = _layout(graph, "n")
     centre = {i: (x + w / 2, y, y + h) for i, x, y, w, h, _, _ in block.boxes}
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{block.width:.0f}pt" '
-           f'height="{block.height:.0f}pt" viewBox="0 0 {block.width:.0f} {block.height:.0f}">',
-           '<defs><marker id="adkit-arrow" viewBox="0 0 10 10" refX="10" refY="5" '
-           'markerWidth="7" markerHeight="7" orient="auto"><path d="M0,0L10,5L0,10z"/>'
-           '</marker></defs>', '<g id="graph0" class="graph">']
+    out = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{block.width:.0f}pt" '
+            f'height="{block.height:.0f}pt" viewBox="0 0 {block.width:.0f} '
+            f'{block.height:.0f}">'),
+           ('<defs><marker id="adkit-arrow" viewBox="0 0 10 10" refX="10" refY="5" '
+            'markerWidth="7" markerHeight="7" orient="auto"><path d="M0,0L10,5L0,10z"/>'
+            '</marker></defs>'), '<g id="graph0" class="graph">']
     for cid, x, y, w, h, label in block.clusters:
         out.append(f'<g class="cluster"><title>{escape(cid)}</title><rect x="{x:.1f}" '
                    f'y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" rx="6" fill="none" '

@@ -137,8 +137,7 @@ def _member_prefix(cluster):
 
 
 def _numbers(prefix, inner):
-    return [int(x) for x in re.findall(r"\d+", inner[len(prefix):] if
-                                       inner.startswith(prefix) else inner)]
+    return [int(x) for x in re.findall(r"\d+", inner.removeprefix(prefix))]
 
 
 def _owner(graph, prefix, inner):

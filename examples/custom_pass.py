@@ -48,8 +48,9 @@ def main():
     assert count(new, ops.Exp) == count(new, ops.Log) == count(new, ops.Mul) == 0
     want, got = graph(x, w).numpy(), new(x, w).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-12)
-    # inside jit: the pass sees the traced graph, before jit's clean-up and fusion
-    fast = ak.jit(model, passes=[fold_and_strength_reduce])
+    # inside jit: the pass sees the traced graph; jit's own pipeline (clean-up,
+    # fusion) runs after it because the list says so (`passes` replaces the default)
+    fast = ak.jit(model, passes=[fold_and_strength_reduce, *passes.DEFAULT_PIPELINE])
     np.testing.assert_allclose(fast(x, w).numpy(), want, rtol=1e-12)
     assert count(fast.lower(x, w), ops.FusedKernel) >= 1
     print(f"same values: max |difference| = {np.max(np.abs(got - want)):.2e}")

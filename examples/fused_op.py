@@ -72,7 +72,8 @@ def main():
         np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-10)
     # inside jit the pass runs on the traced value-and-gradient graph, and Silu,
     # having a `lower` hook, is compiled into a fused kernel
-    fast = ak.jit(ak.func.grad_and_value(layer, (0, 1)), passes=[fuse_silu])
+    fast = ak.jit(ak.func.grad_and_value(layer, (0, 1)),
+                  passes=[fuse_silu, *passes.DEFAULT_PIPELINE])
     grads, value = fast(x, w)
     np.testing.assert_allclose(value.numpy(), layer(x, w).numpy(), rtol=1e-12)
     for got, ref in zip(grads, want):

@@ -185,14 +185,25 @@ def _recording(calls):
     return record
 
 
-def test_jit_user_pass_runs_before_cleanup_and_fusion():
-    calls = []
-    f = ak.jit(lambda x: (x * 2).exp().sum(), passes=[_recording(calls)])
+def test_jit_user_passes_replace_the_default_pipeline():
+    """API.md: `passes` replaces jit's pipeline; ak.ir.passes.DEFAULT_PIPELINE is it,
+    so [my_pass, *DEFAULT_PIPELINE] runs a pass before jit's own clean-up and fusion."""
     x = ak.randn(4)
-    np.testing.assert_allclose(f(x).numpy(), (x * 2).exp().sum().numpy(), rtol=1e-6)
-    assert len(calls) == 1 and "fused_kernel" not in calls[0] and "mul[y=2]" in calls[0]
-    f(x)  # cached: no second run
-    assert len(calls) == 1
+    want = (x * 2).exp().sum().numpy()
+    for extra, fused in (((), False), (ak.ir.passes.DEFAULT_PIPELINE, True)):
+        calls = []
+        f = ak.jit(lambda x: (x * 2).exp().sum(), passes=[_recording(calls), *extra])
+        np.testing.assert_allclose(f(x).numpy(), want, rtol=1e-6)
+        assert len(calls) == 1 and "fused_kernel" not in calls[0] and "mul[y=2]" in calls[0]
+        assert ("fused_kernel" in str(f.lower(x))) == fused
+        f(x)  # cached (lower shares the compile's graph): no second run
+        assert len(calls) == 1
+
+
+def test_default_pipeline_is_jits():
+    passes = ak.ir.passes.DEFAULT_PIPELINE
+    assert isinstance(passes, tuple) and ak.ir.passes.fuse in passes
+    assert ak.ir.passes.dce in passes
 
 
 def test_jit_user_pass_sees_the_gradient_graph():
@@ -223,7 +234,7 @@ def test_jit_changing_passes_recompiles():
     x = ak.randn(3)
     key = f._key((x,), {})
     assert "mul" in str(f.lower(x))
-    f.passes = [strength]
+    f.passes = [strength, ak.ir.passes.dce]
     assert f._key((x,), {}) != key
     listing = str(f.lower(x))
     assert "add" in listing and "mul" not in listing

@@ -32,6 +32,7 @@ UPWARD_CALLS = {  # (importing module, imported module)
     ("adkit.func.sparse", "adkit.ir.passes"),  # ... and detects and colors it there
     ("adkit.func.jacobian", "adkit.ir.trace"),  # mode="auto" costs f's traced graph
     ("adkit.func.jacobian", "adkit.ir.rules"),  # ... whose output specs are TensorSpecs
+    ("adkit.ir.passes", "adkit.codegen.compiled"),  # DEFAULT_PIPELINE is jit's pipeline
 }
 HARD_LINE_CAP = 800
 

@@ -27,7 +27,8 @@ def jit(fn=None, static_argnums=(), passes=None):
     """Compile `fn` per input signature (shapes, dtypes, pytree structure, static
     values); usable as `ak.jit(f)`, `@ak.jit` or `@ak.jit(static_argnums=...)`.
     `passes`: a list of functions Graph -> Graph run on each traced graph (after
-    tracing and autodiff, before jit's own clean-up and fusion; see pipeline.py)."""
+    tracing and autodiff) instead of jit's own pipeline, `ak.ir.passes.
+    DEFAULT_PIPELINE` (None: that pipeline; see pipeline.py)."""
     if fn is None:
         return functools.partial(jit, static_argnums=static_argnums, passes=passes)
     if not callable(fn):
@@ -56,7 +57,8 @@ class Jitted:
 
     @property
     def passes(self):
-        """The user's passes (a tuple); setting new ones forgets what was compiled."""
+        """The user's passes (a tuple; None: the default pipeline); setting new ones
+        forgets what was compiled."""
         return self._passes
 
     @passes.setter

@@ -1,6 +1,7 @@
-"""The passes between a jitted function's trace and its plan, in order: the user's own
-(`ak.jit(f, passes=[...])`), then `OPTIMIZE` (inlining, simplification, decomposition,
-clean-up, fusion).
+"""The passes between a jitted function's trace and its plan, in order: `OPTIMIZE`
+(inlining, simplification, decomposition, clean-up, fusion; `ak.ir.passes.
+DEFAULT_PIPELINE`), or the user's own list instead (`ak.jit(f, passes=[...])`, which
+replaces the default as API.md says: `passes=[my_pass, *DEFAULT_PIPELINE]` keeps it).
 
 Owns: `run_pipeline` (running both, naming the user's pass in any error it raises or
 causes, and dumping the graph after every stage when ADKIT_DUMP_IR is on), and
@@ -8,7 +9,8 @@ causes, and dumping the graph after every stage when ADKIT_DUMP_IR is on), and
 (adkit/ir/passes, compiled.OPTIMIZE) or read environment variables (adkit/_config.py).
 NB: user passes see the graph after tracing and autodiff (a jit of `ak.func.grad(f)` hands
 them the whole gradient graph; a jitted function under grad hands them each derived
-graph it compiles) and before any clean-up, so the built-ins tidy what they leave.
+graph it compiles). Code is generated for whatever graph the list leaves: without
+`fuse`, elementwise ops run one native kernel each or through numpy.
 """
 from .. import _config
 from ..ir import Graph, GraphError
@@ -26,14 +28,15 @@ def pass_name(p):
 
 def passes_key(passes):
     """What jit's cache key holds of its passes: each pass by identity (two lambdas
-    share a qualname), with the qualname to read."""
-    return tuple((pass_name(p), id(p)) for p in passes)
+    share a qualname), with the qualname to read; None for the default pipeline."""
+    return None if passes is None else tuple((pass_name(p), id(p)) for p in passes)
 
 
 def check_passes(passes):
-    """`passes` as a tuple of callables, or TypeError saying what a pass is."""
+    """`passes` as a tuple of callables (None: the default pipeline), or TypeError
+    saying what a pass is."""
     if passes is None:
-        return ()
+        return None
     if callable(passes) or isinstance(passes, (str, bytes)):
         raise TypeError("ak.jit(passes=...) takes a list of passes (functions Graph -> "
                         f"Graph), not one {type(passes).__name__}: write passes=[my_pass]")
@@ -67,15 +70,16 @@ def _run_user_pass(p, graph, name):
     return result
 
 
-def run_pipeline(graph, passes=(), name="jitted function"):
-    """The graph jit plans: `passes` (the user's), then OPTIMIZE's, in order. With
+def run_pipeline(graph, passes=None, name="jitted function"):
+    """The graph jit plans: `passes` (the user's) or, when None, OPTIMIZE's. With
     ADKIT_DUMP_IR on, the traced graph and each graph a stage changed are dumped (a
     dump's title lists the stages since the previous one)."""
     dumping = _config.dump_ir()
     last = str(graph) if dumping else None
     if dumping:
         _config.dump(f"{name} traced", last)
-    stages = [(p, True) for p in passes] + [(p, False) for p in OPTIMIZE.passes]
+    stages = [(p, False) for p in OPTIMIZE.passes] if passes is None else \
+        [(p, True) for p in passes]
     ran = []
     for p, is_user in stages:
         graph = _run_user_pass(p, graph, name) if is_user else p(graph)

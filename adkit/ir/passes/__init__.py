@@ -39,4 +39,14 @@ __all__ = ["vjp", "jvp", "vmap", "remat", "dce", "cse", "fold_constants", "simpl
            "fuse", "FusedKernel", "decompose", "inline_calls", "pipeline", "map_bodies", "recursive",
            "lint_where", "safe_where", "Diagnostic"]
 __all__ += ["sparsity", "hessian_sparsity"]
-__all__ += ["color", "check_coloring"]
+__all__ += ["color", "check_coloring", "DEFAULT_PIPELINE"]
+
+
+def __getattr__(name):
+    """DEFAULT_PIPELINE: ak.jit's optimization passes, in order (a tuple; give
+    `ak.jit(f, passes=[my_pass, *DEFAULT_PIPELINE])` to run a pass before them). It
+    holds control-flow passes too, so it is looked up where jit defines it."""
+    if name == "DEFAULT_PIPELINE":
+        from ...codegen.compiled import OPTIMIZE  # upward call (see tests/test_layering.py)
+        return tuple(OPTIMIZE.passes)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

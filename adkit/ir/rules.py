@@ -43,16 +43,23 @@ def spec_of(value):
     return TensorSpec._make((tuple(arr.shape), dtypes.from_numpy_dtype(arr.dtype)))
 
 
+_POSITIONS = {}  # op class -> call_positions(op): tracing asks once per op node
+
+
 def call_positions(op):
-    """(names of forward's positional parameters after ctx, name of its *args or None)."""
-    _, _, _, sig = op._binding or _binding(op)
-    names, var = [], None
-    for p in sig.parameters.values():
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            names.append(p.name)
-        elif p.kind == p.VAR_POSITIONAL:
-            var = p.name
-    return names, var
+    """(names of forward's positional parameters after ctx, name of its *args or None).
+    The list is shared: do not change it."""
+    found = _POSITIONS.get(op)
+    if found is None:
+        _, _, _, sig = op._binding or _binding(op)
+        names, var = [], None
+        for p in sig.parameters.values():
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                names.append(p.name)
+            elif p.kind == p.VAR_POSITIONAL:
+                var = p.name
+        found = _POSITIONS[op] = (names, var)
+    return found
 
 
 def _param_key(names, var, pos):
@@ -126,8 +133,28 @@ def join_args(op, tensors, params):
 
 
 def stand_in(spec):
-    """A read-only array with the spec's shape and dtype that costs no memory."""
-    return np.broadcast_to(np.zeros((), spec.dtype.np), spec.shape)
+    """A read-only array with the spec's shape and dtype that costs no memory (its own:
+    tracers hold one each as their data, and views are told apart by memory). Made
+    with ndarray's constructor: np.broadcast_to costs three times as much."""
+    dtype = spec.dtype.np
+    array = np.ndarray(spec.shape, dtype, np.zeros(1, dtype), 0, (0,) * len(spec.shape))
+    array.flags.writeable = False
+    return array
+
+
+_SHARED_STAND_INS = {}  # (shape, numpy dtype) -> stand-in: np.broadcast_to costs microseconds
+
+
+def _shared_stand_in(spec):
+    """stand_in(spec), shared between calls: for arguments that live only as long as
+    an op's shape rule runs (never a tracer's data)."""
+    key = (spec.shape, spec.dtype.np)
+    found = _SHARED_STAND_INS.get(key)
+    if found is None:
+        if len(_SHARED_STAND_INS) > 4096:  # shapes seen once in long sessions: start again
+            _SHARED_STAND_INS.clear()
+        found = _SHARED_STAND_INS[key] = stand_in(spec)
+    return found
 
 
 Inference = namedtuple("Inference", ("specs", "aliases", "is_tuple"))
@@ -141,11 +168,15 @@ def infer(op, specs_in, params):
     (also how user Functions are inferred: one opaque node each)."""
     rule = getattr(op, "infer", None)
     if rule is not None:
-        args = join_args(op, {p: stand_in(s) for p, s in specs_in.items()}, params)
+        args = join_args(op, {p: _shared_stand_in(s) for p, s in specs_in.items()}, params)
         out = rule(*args)
         is_tuple = isinstance(out, tuple) and not isinstance(out, TensorSpec)
         outs = out if is_tuple else (out,)
         return Inference(tuple(_as_spec(o) for o in outs), (None,) * len(outs), is_tuple)
+    if op._arrays_in and op.modifies is None:
+        inferred = _infer_by_forward(op, specs_in, params)
+        if inferred is not None:
+            return inferred
     zeros = {p: _make(np.zeros(s.shape, s.dtype.np)) for p, s in specs_in.items()}
     with _dispatch.no_interpreters(), no_grad(), np.errstate(all="ignore"):
         out = op.apply(*join_args(op, zeros, params))
@@ -159,6 +190,23 @@ def infer(op, specs_in, params):
         specs.append(spec_of(o))
         aliases.append(next((p for p, z in zeros.items() if z is o), None))
     return Inference(tuple(specs), tuple(aliases), is_tuple)
+
+
+def _infer_by_forward(op, specs_in, params):
+    """An array op's forward run on zeros, without apply's tensors and tape (tracing's
+    hot path: apply costs more than a small forward). None when forward hands back one
+    of its inputs: the result is then that very tensor (an alias), which only the full
+    path (apply) tells. For ops that declare no in-place write (`modifies` None)."""
+    zeros = {p: np.zeros(s.shape, s.dtype.np) for p, s in specs_in.items()}
+    with np.errstate(all="ignore"):
+        out = op.forward(*join_args(op, zeros, params))
+    is_tuple = isinstance(out, tuple)
+    outs = out if is_tuple else (out,)
+    for o in outs:
+        if not isinstance(o, (np.ndarray, np.generic)) or \
+                any(o is z for z in zeros.values()):
+            return None
+    return Inference(tuple(spec_of(o) for o in outs), (None,) * len(outs), is_tuple)
 
 
 def _as_spec(o):

@@ -1,11 +1,14 @@
 """Eager autograd overhead: a chain of 100 elementwise ops on 10-element float64 tensors,
-forward plus backward, in microseconds per op; adkit beside PyTorch eager and HIPS
-autograd (when installed) in one run, and plain numpy (forward only, no AD) as the floor.
+in microseconds per op, forward alone (recording the tape) and forward+backward; adkit
+beside PyTorch eager and HIPS autograd (when installed) in one process, and plain numpy
+(forward only, no AD) as the floor.
 
-    python benchmarks/eager_overhead.py [--repeats 300]
+    python benchmarks/eager_overhead.py [--rounds 15] [--repeats 40]
 
-Reported: the median over repeats of (forward + backward time) / number of ops, and the
-ratio to PyTorch. Target (issue 2): adkit no slower than 2x PyTorch eager per op.
+The machine's speed drifts and other jobs share its cores, so the frameworks take turns:
+each round times every framework (median of `repeats` calls each), and the per-round
+ratios to PyTorch are reported as their median and range. Target (issue 16): adkit's
+forward and forward+backward per op no slower than PyTorch eager's (ratio <= 1).
 """
 import argparse
 import statistics
@@ -29,48 +32,63 @@ def chain_ops(y, w, sin):
 N_OPS = 4 * N_BLOCKS + 1
 
 
-def bench_adkit(x0, w0, repeats):
+def steps_adkit(x0, w0):
+    """(forward, forward+backward) step functions, and the gradient they compute."""
     import adkit as ak
     w = ak.tensor(w0)
 
-    def step():
+    def forward():
+        return chain_ops(ak.tensor(x0, requires_grad=True), w, ak.sin)
+
+    def both():
         x = ak.tensor(x0, requires_grad=True)
         chain_ops(x, w, ak.sin).backward()
         return x.grad
-    return _time(step, repeats), np.asarray(step())
+    return forward, both, np.asarray(both())
 
 
-def bench_torch(x0, w0, repeats):
+def steps_torch(x0, w0):
     import torch
     torch.set_num_threads(1)
     w = torch.tensor(w0)
 
-    def step():
+    def forward():
+        return chain_ops(torch.tensor(x0, requires_grad=True), w, torch.sin)
+
+    def both():
         x = torch.tensor(x0, requires_grad=True)
         chain_ops(x, w, torch.sin).backward()
         return x.grad
-    return _time(step, repeats), step().numpy()
+    return forward, both, both().numpy()
 
 
-def bench_hips(x0, w0, repeats):
+def steps_hips(x0, w0):
     import autograd
     import autograd.numpy as anp
-    grad_fn = autograd.grad(lambda x: chain_ops(x, w0, anp.sin))
 
-    def step():
+    def f(x):
+        return chain_ops(x, w0, anp.sin)
+    make_vjp, grad_fn = autograd.make_vjp(f), autograd.grad(f)
+
+    def forward():  # records the trace, as the others record their tapes
+        return make_vjp(x0)
+
+    def both():
         return grad_fn(x0)
-    return _time(step, repeats), step()
+    return forward, both, both()
 
 
-def bench_numpy(x0, w0, repeats):
-    def step():
+def steps_numpy(x0, w0):
+    def forward():
         return chain_ops(x0.copy(), w0, np.sin)
-    return _time(step, repeats), None
+    return forward, None, None
 
 
-def _time(step, repeats):
-    for _ in range(20):
-        step()
+FRAMEWORKS = {"adkit": steps_adkit, "torch": steps_torch, "hips-autograd": steps_hips,
+              "numpy (no AD)": steps_numpy}
+
+
+def _median_us_per_op(step, repeats):
     samples = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -79,33 +97,65 @@ def _time(step, repeats):
     return statistics.median(samples) / N_OPS * 1e6
 
 
+def run_rounds(steps, rounds, repeats):
+    """{framework: {"forward": [us/op per round], "both": [...]}}, the frameworks and
+    the two measurements taking turns within every round."""
+    times = {name: {"forward": [], "both": []} for name in steps}
+    for fwd, both in steps.values():  # warm up: caches, lazy imports, allocator
+        for _ in range(20):
+            fwd()
+            if both is not None:
+                both()
+    for _ in range(rounds):
+        for name, (fwd, both) in steps.items():
+            times[name]["forward"].append(_median_us_per_op(fwd, repeats))
+            if both is not None:
+                times[name]["both"].append(_median_us_per_op(both, repeats))
+    return times
+
+
+def _cell(samples, base):
+    """'us/op  ratio [min-max]' of one framework's rounds against torch's rounds."""
+    if not samples:
+        return f"{'-':>8}{'':>20}"
+    us = statistics.median(samples)
+    if not base:
+        return f"{us:>8.2f}{'':>20}"
+    ratios = [s / b for s, b in zip(samples, base, strict=True)]
+    spread = f"[{min(ratios):.2f}-{max(ratios):.2f}]"
+    return f"{us:>8.2f}{statistics.median(ratios):>7.2f}x {spread:<12}"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--repeats", type=int, default=40)
     args = parser.parse_args(argv)
     rng = np.random.default_rng(0)
     x0, w0 = rng.uniform(-1, 1, N_ELEMENTS), rng.uniform(0.5, 1.5, N_ELEMENTS)
-    results, grads = {}, {}
-    results["adkit"], grads["adkit"] = bench_adkit(x0, w0, args.repeats)
-    for name, fn in (("torch", bench_torch), ("hips-autograd", bench_hips),
-                     ("numpy (no AD)", bench_numpy)):
+    steps, grads = {}, {}
+    for name, make in FRAMEWORKS.items():
         try:
-            results[name], grads[name] = fn(x0, w0, args.repeats)
+            fwd, both, grads[name] = make(x0, w0)
         except ImportError:
             print(f"{name}: not installed, skipped")
+            continue
+        steps[name] = (fwd, both)
     ref = grads.get("torch")
     if ref is None:
         ref = grads.get("hips-autograd")
     if ref is not None:  # the timings only count if everyone computed the same gradient
         np.testing.assert_allclose(grads["adkit"], ref, rtol=1e-10)
-    base = results.get("torch")
-    print(f"chain of {N_OPS} ops on {N_ELEMENTS}-element float64 tensors, forward+backward, "
-          f"median of {args.repeats}")
-    print(f"{'framework':<16}{'us/op':>10}{'vs torch':>12}")
-    for name, us in results.items():
-        ratio = f"{us / base:.2f}x" if base else "-"
-        print(f"{name:<16}{us:>10.2f}{ratio:>12}")
-    return results
+    times = run_rounds(steps, args.rounds, args.repeats)
+    base = times.get("torch", {"forward": None, "both": None})
+    print(f"chain of {N_OPS} ops on {N_ELEMENTS}-element float64 tensors; us/op = median "
+          f"over {args.rounds} rounds (each the median of {args.repeats} calls); ratio to "
+          "torch = median [range] of the per-round ratios")
+    print(f"{'framework':<16}{'forward us/op, vs torch':>36}{'fwd+bwd us/op, vs torch':>36}")
+    for name, t in times.items():
+        print(f"{name:<16}{_cell(t['forward'], base['forward'])}"
+              f"{_cell(t['both'], base['both'])}")
+    return times
 
 
 if __name__ == "__main__":

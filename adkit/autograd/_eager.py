@@ -21,62 +21,95 @@ from .views import ViewFn, rebase_history, refresh_views, register_view
 
 def eager_apply(cls, args):
     """The eager path: forward on concrete data, then the tape entry if grad is needed."""
+    if cls._plain_arrays:
+        return apply_array_op(cls, args)
+    if not cls._arrays_in:
+        return _apply_user_function(cls, args, needs_tape(args))[0]
+    requires = needs_tape(args)
+    if cls.modifies is not None:  # an in-place op: refuse before writing
+        check_inplace(args[cls.modifies])
+    raw = _forward_on_arrays(cls, args, [a._data if isinstance(a, Tensor) else a
+                                         for a in args])
+    return _wrap_and_record(cls, args, raw, requires)
+
+
+def apply_array_op(cls, args):
+    """A built-in op that writes into nothing and makes no view (most of them). NB: the
+    hot path of eager mode: one loop unwraps the arguments and sees whether any requires
+    grad (grad mode is read only then: backward's own ops need no thread-local read)."""
+    arrays = []
     requires = False
-    if STATE.enabled:
-        for a in args:
-            if isinstance(a, Tensor) and a._requires_grad:
+    for a in args:
+        if isinstance(a, Tensor):
+            arrays.append(a._data)
+            if a._requires_grad:
                 requires = True
+        else:
+            arrays.append(a)
+    try:
+        raw = cls.forward(*arrays)
+    except AttributeError as e:  # NB: no cost until raised (zero-cost try)
+        raise _container_argument_error(cls, args, e) from None
+    if type(raw) is np.ndarray:  # the common case: one fresh array
+        for data in arrays:
+            if data is raw:  # an input given back: the general path makes it a view
                 break
-    if cls._arrays_in:
-        if cls.modifies is not None:  # an in-place op: refuse before writing
-            check_inplace(args[cls.modifies])
-        arrays = []  # NB: a loop, not a comprehension: cheaper for 1-3 arguments
-        for a in args:
-            arrays.append(a._data if isinstance(a, Tensor) else a)
-        try:
-            raw = cls.forward(*arrays)
-        except AttributeError as e:  # NB: no cost until raised (zero-cost try)
-            raise _container_argument_error(cls, args, e) from None
-        if type(raw) is np.ndarray:  # the common case: one fresh array
-            aliased = None
-            for a in args:
-                if isinstance(a, Tensor) and a._data is raw:  # an in-place op's result
-                    aliased = a
-            if aliased is not None:
-                outputs = aliased
-            elif not requires:
-                outputs = _make(raw)
+        else:
+            out = _make(raw)
+            if requires and STATE.enabled:
+                return _record_one(cls, args, out, raw)
+            return out
+    return _wrap_and_record(cls, args, raw, requires and STATE.enabled)
+
+
+def _forward_on_arrays(cls, args, arrays):
+    try:
+        return cls.forward(*arrays)
+    except AttributeError as e:  # NB: no cost until raised (zero-cost try)
+        raise _container_argument_error(cls, args, e) from None
+
+
+def _record_one(cls, args, out, raw):
+    """The tape entry of a built-in op with one fresh output (_finish's common case)."""
+    ctx = cls._backward_cls()
+    _link_inputs(ctx, args)
+    cls.setup_context(ctx, args, out)
+    if ctx.dirty_tensors or ctx.non_differentiable:
+        return _finish(cls, ctx, args, out, True)
+    if raw.dtype.kind == "f":
+        out._requires_grad = True
+        out._grad_fn = ctx
+    ctx._output_meta = ((raw.shape, raw.dtype),)
+    to_save = ctx.to_save
+    if to_save:
+        ctx._saved = pack_saved(ctx, to_save)
+        ctx.to_save = ()
+    return out
+
+
+def _wrap_and_record(cls, args, raw, requires):
+    """A built-in op's outputs as tensors, with their history: views, in-place writes,
+    several outputs. Outputs that are inputs need setup_context even without grad: it
+    says whether they were modified in place (mark_dirty), which bumps their version."""
+    if type(raw) is np.ndarray:
+        outputs = _is_input_data(raw, args)
+        if outputs is None:  # one fresh array
+            outputs = _make(raw)
+            if not requires:
                 if cls.is_view:
                     _make_view_of(outputs, args, cls)
                 return outputs
-            else:
-                outputs = _make(raw)
-                ctx = cls._backward_cls()
-                _link_inputs(ctx, args)
-                cls.setup_context(ctx, args, outputs)
-                if ctx.dirty_tensors or ctx.non_differentiable or cls.is_view:
-                    return _finish(cls, ctx, args, outputs, requires)
-                # _finish for the common case: one fresh differentiable output
-                if raw.dtype.kind == "f":
-                    outputs._requires_grad = True
-                    outputs._grad_fn = ctx
-                ctx._output_meta = ((raw.shape, raw.dtype),)
-                if ctx.to_save:
-                    ctx._saved = pack_saved(ctx, ctx.to_save)
-                    ctx.to_save = ()
-                return outputs
-        else:
-            outputs = _wrap_arrays(raw, args)
-        # Outputs that are inputs need setup_context even without grad: it says whether
-        # they were modified in place (mark_dirty), which bumps their version.
-        ctx = cls._backward_cls()
-        if requires:
-            _link_inputs(ctx, args)
-        else:
-            ctx.needs_input_grad = _requires_flags(args)
-        cls.setup_context(ctx, args, outputs)
-        return _finish(cls, ctx, args, outputs, requires)
-    return _apply_user_function(cls, args, requires)[0]
+            if not cls.is_view:
+                return _record_one(cls, args, outputs, raw)
+    else:
+        outputs = _wrap_arrays(raw, args)
+    ctx = cls._backward_cls()
+    if requires:
+        _link_inputs(ctx, args)
+    else:
+        ctx.needs_input_grad = _requires_flags(args)
+    cls.setup_context(ctx, args, outputs)
+    return _finish(cls, ctx, args, outputs, requires)
 
 
 def _container_argument_error(cls, args, error):
@@ -271,6 +304,7 @@ def _move_retained_grad(tensor, new_node, output_nr):
         del hooks[tensor._output_nr]
     if new_node._retain_grad_hooks is None:
         new_node._retain_grad_hooks = {}
+    new_node._no_hooks = False
     new_node._retain_grad_hooks[output_nr] = weakref.ref(tensor)
 
 

@@ -138,7 +138,11 @@ def run_backward(roots, root_grads, keep_graph, create_graph, inputs, allow_unus
                                "have a grad_fn")
         root_edges.append((gradient_edge(t), g))
     captures = _capture_points(inputs, accumulate) if inputs is not None else None
-    order, deps, needed = _discover([e[0][0] for e in root_edges], captures)
+    root_nodes = [e[0][0] for e in root_edges]
+    if captures is None:
+        (order, deps), needed = _count_dependencies(root_nodes), None
+    else:
+        order, deps, needed = _discover(root_nodes, captures)
 
     buffers = {}
     for (node, nr), g in root_edges:
@@ -182,6 +186,30 @@ def _capture_points(inputs, accumulate):
         node, nr = gradient_edge(t)
         captures.setdefault(node, []).append((nr, i, t))
     return captures
+
+
+def _count_dependencies(root_nodes):
+    """For a plain backward(): the number of edges into each node reachable from the
+    roots, and the roots in the order _discover would rank them (later roots first).
+    NB: a flat walk, cheaper than _discover's post-order (nothing here needs it)."""
+    deps = {}
+    roots = []
+    for root in root_nodes:
+        if root not in deps:
+            deps[root] = 0
+            roots.append(root)
+    stack = list(roots)
+    while stack:
+        for child, _ in stack.pop().next_functions:
+            if child is None:
+                continue
+            if child in deps:
+                deps[child] += 1
+            else:
+                deps[child] = 1
+                stack.append(child)
+    roots.reverse()
+    return roots, deps
 
 
 def _discover(root_nodes, captures):
@@ -230,29 +258,31 @@ def _execute(ready, buffers, deps, needed, tiebreak, captures, captured, accumul
     """Run ready nodes, highest sequence number first, passing gradients on."""
     heappop, heappush = heapq.heappop, heapq.heappush
     anomaly = anomaly_mode.STATE.enabled
+    fast = captures is None and not anomaly
+    pruned = needed is not None
     while ready:
         node = heappop(ready)[2]
         grads = buffers.pop(node, None) or [None] * node._num_outputs
-        if anomaly:
+        if fast and node._no_hooks:  # no hooks, nothing to capture, no anomaly checks
+            for g in grads:
+                if g is not None:
+                    outs = node._run(grads)
+                    if not keep_graph and node._saved:
+                        node._release()
+                    break
+            else:
+                outs = (None,) * len(node.next_functions)
+        elif anomaly:
             outs = _evaluate_with_anomaly_checks(node, grads, captures, captured,
                                                  accumulate, keep_graph)
-        elif captures is None and node._tensor_pre_hooks is None and node._pre_hooks is None \
-                and node._post_hooks is None and node._retain_grad_hooks is None:
-            # fast path: no hooks, nothing to capture
-            if _all_none(grads):
-                outs = (None,) * len(node.next_functions)
-            else:
-                outs = node._run(grads)
-                if not keep_graph and node._saved:
-                    node._release()
         else:
             outs = _evaluate(node, grads, captures, captured, accumulate, keep_graph)
         for (child, nr), g in zip(node.next_functions, outs):
-            if child is None or (needed is not None and not needed[child]):
+            if child is None or (pruned and not needed[child]):
                 continue
-            if anomaly and g is not None:
-                anomaly_mode.record_sender(child, node)
             if g is not None:
+                if anomaly:
+                    anomaly_mode.record_sender(child, node)
                 buf = buffers.get(child)
                 if buf is None:
                     buf = buffers[child] = [None] * child._num_outputs

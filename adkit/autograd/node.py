@@ -31,6 +31,8 @@ class Node:
     _metadata = None
     _sequence_nr = 0
     _saved = ()  # what _release frees (see BackwardCFunction)
+    # False once any hook is registered: the engine's fast path reads this one flag
+    _no_hooks = True
 
     def name(self):
         return type(self).__name__
@@ -46,22 +48,26 @@ class Node:
         grad_inputs."""
         if self._post_hooks is None:
             self._post_hooks = HookDict()
+        self._no_hooks = False
         return add_hook(self._post_hooks, fn)
 
     def register_prehook(self, fn):
         """`fn(grad_outputs)` runs before this node; a returned tuple replaces them."""
         if self._pre_hooks is None:
             self._pre_hooks = HookDict()
+        self._no_hooks = False
         return add_hook(self._pre_hooks, fn)
 
     def _add_tensor_pre_hook(self, output_nr, fn):
         if self._tensor_pre_hooks is None:
             self._tensor_pre_hooks = {}
+        self._no_hooks = False
         return add_hook(self._tensor_pre_hooks.setdefault(output_nr, HookDict()), fn)
 
     def _add_retain_grad_hook(self, tensor):
         if self._retain_grad_hooks is None:
             self._retain_grad_hooks = {}
+        self._no_hooks = False
         self._retain_grad_hooks[tensor._output_nr] = weakref.ref(tensor)
 
     def _tensor_hooks(self, output_nr):
@@ -83,6 +89,7 @@ class AccumulateGrad(Node):
     """The node at a leaf that requires grad: adds the incoming gradient into `.grad`."""
 
     _sequence_nr = _LAST
+    _no_hooks = False  # its tensor hooks live on the leaf: the engine always looks
 
     def __init__(self, variable):
         self.variable = variable
@@ -233,14 +240,16 @@ def unpack_saved(node, packs):
     for p in packs:
         if p is None:
             result.append(None)
-        elif len(p) == 3:  # packed by a saved_tensors_hooks pack hook
-            result.append(_checked_unpack(p[1], p[0]))
-        elif len(p) == 2:
+            continue
+        n = len(p)
+        if n == 2:  # an input, or any tensor but the node's own output
             t, version = p
             if t._version_counter[0] != version:
                 raise RuntimeError(_modified_message(node, t._data, t._version_counter,
                                                      version, t._grad_fn, t._output_nr))
             result.append(t)
+        elif n == 3:  # packed by a saved_tensors_hooks pack hook
+            result.append(_checked_unpack(p[1], p[0]))
         else:
             data, counter, version, nr, attrs = p
             if counter[0] != version:

@@ -4,7 +4,8 @@ read here and nowhere else, and where their dumps go.
 Owns: `ADKIT_DUMP_IR=1` (each jit's graph after tracing and after every pass of its
 pipeline), `ADKIT_DUMP_LLVM=1` (the LLVM IR of each compiled module, before LLVM's
 optimizer), `ADKIT_DUMP_DIR=path` (one file per dump there instead of stderr), and
-`dump()`. Does not: decide what to dump (the jit pipeline and `Compiled` call it).
+`dump()`; `ADKIT_NUM_THREADS=n` (the most threads a parallel kernel runs on). Does not:
+decide what to dump (the jit pipeline and `Compiled` call it).
 NB: the variables are read when a function is compiled, not at import, so a test or a
 notebook can turn them on for one compile; the per-call path never reads them.
 """
@@ -34,6 +35,18 @@ def dump_llvm():
 def dump_dir():
     """The folder ADKIT_DUMP_DIR names, or None (dumps go to stderr)."""
     return os.environ.get("ADKIT_DUMP_DIR") or None
+
+
+def num_threads():
+    """The most threads a parallel kernel runs on, the caller's included, from
+    ADKIT_NUM_THREADS (None when unset: one per CPU)."""
+    text = os.environ.get("ADKIT_NUM_THREADS", "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"ADKIT_NUM_THREADS={text!r}: expected a whole number of threads, "
+                         "1 or more")
+    return int(text)
 
 
 _counter = itertools.count(1)  # numbers files in the order they were dumped

@@ -46,9 +46,10 @@ RUN = ir.FunctionType(VOID, [PTR, PTR, I64])
 RUN_NAME = "adkit_pool_run"
 MAX_WORKERS = 256
 SYNC_WORDS = 8  # 64 bytes: room for glibc's pthread_mutex_t (40) and pthread_cond_t (48)
-# Spins before sleeping (each a load and a `pause`, ~20-40 ns): a worker waits this long
-# for the next job, since kernels come in bursts and a futex wake-up costs ~10-50 us; the
-# caller waits less for the last part (it is usually nearly done).
+# Spins before sleeping (each a load and a `pause`, ~25 ns on Zen 4, so ~50 and ~25 us):
+# a worker waits this long for the next job, since kernels come in bursts and waking a
+# sleeping worker costs ~4 us more per job (benchmarks/thread_pool.py); the caller waits
+# less for the last part (it is usually nearly done).
 WORKER_SPINS = 1 << 11
 CALLER_SPINS = 1 << 10
 

@@ -209,15 +209,19 @@ class Compiled:
         return self._structure(outs)
 
     def _structure(self, flat):
-        graph = self.graph
-        if graph.out_tree is None:
-            return flat[0] if len(flat) == 1 else tuple(flat)
-        if not graph.static_outputs:
-            return tree_unflatten(graph.out_tree, flat)
-        it = iter(flat)
-        leaves = [graph.static_outputs[i] if i in graph.static_outputs else next(it)
-                  for i in range(len(graph.static_outputs) + len(flat))]
-        return tree_unflatten(graph.out_tree, leaves)
+        return structure(self.graph, flat)
+
+
+def structure(graph, flat):
+    """The flat result tensors in the structure the traced function returned."""
+    if graph.out_tree is None:
+        return flat[0] if len(flat) == 1 else tuple(flat)
+    if not graph.static_outputs:
+        return tree_unflatten(graph.out_tree, flat)
+    it = iter(flat)
+    leaves = [graph.static_outputs[i] if i in graph.static_outputs else next(it)
+              for i in range(len(graph.static_outputs) + len(flat))]
+    return tree_unflatten(graph.out_tree, leaves)
 
 
 def _refcount_when_only_in_a_dict():

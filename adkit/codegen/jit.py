@@ -2,7 +2,8 @@
 
 Owns: `jit` and `Jitted` (the signature cache; `.lower()`, `.compile()`). A plain call
 (tensors that need no gradient, no transform active) runs the Compiled program of its
-signature (compiled.py). A call under a transform (grad, jvp, vmap, tracing) or on
+signature (compiled.py); with `compile="background"` (the default) a signature's calls
+run on numpy until its native code, made on a worker thread, is ready (tiered.py). A call under a transform (grad, jvp, vmap, tracing) or on
 tensors that require grad is one JitCall op (call.py), whose rules run the compiled
 vjp, jvp or batched graph, so jit composes with ak.func and with autograd both ways.
 """
@@ -19,21 +20,29 @@ from . import compiled_view
 from .call import call_jitted, static_key
 from .compiled import OPTIMIZE, Compiled
 from .pipeline import check_passes, pass_name, passes_key, run_pipeline
+from .tiered import Pending
 
 _interpreters = _dispatch._STACK.get
+COMPILE_MODES = ("background", "eager")
+# what compile=None means; the test suite flips it to run jit's tests in both modes
+DEFAULT_COMPILE = "background"
 
 
-def jit(fn=None, static_argnums=(), passes=None):
+def jit(fn=None, static_argnums=(), passes=None, compile=None):
     """Compile `fn` per input signature (shapes, dtypes, pytree structure, static
     values); usable as `ak.jit(f)`, `@ak.jit` or `@ak.jit(static_argnums=...)`.
     `passes`: a list of functions Graph -> Graph run on each traced graph (after
     tracing and autodiff) instead of jit's own pipeline, `ak.ir.passes.
-    DEFAULT_PIPELINE` (None: that pipeline; see pipeline.py)."""
+    DEFAULT_PIPELINE` (None: that pipeline; see pipeline.py).
+    `compile`: "background" (the default): a signature's first call runs on numpy
+    while LLVM compiles on a worker thread, later calls run native code once it is
+    ready; "eager": the first call compiles, then runs native code."""
     if fn is None:
-        return functools.partial(jit, static_argnums=static_argnums, passes=passes)
+        return functools.partial(jit, static_argnums=static_argnums, passes=passes,
+                                 compile=compile)
     if not callable(fn):
         raise TypeError(f"ak.jit: expected a function to compile, got {type(fn).__name__}")
-    return Jitted(fn, static_argnums, passes)
+    return Jitted(fn, static_argnums, passes, compile)
 
 
 def _is_tensor(x):
@@ -43,14 +52,18 @@ def _is_tensor(x):
 class Jitted:
     """A compiled function: one Compiled per signature seen."""
 
-    def __init__(self, fn, static_argnums=(), passes=None):
+    def __init__(self, fn, static_argnums=(), passes=None, compile=None):
         self.fn = fn
+        self.compile_mode = DEFAULT_COMPILE if compile is None else compile
+        if self.compile_mode not in COMPILE_MODES:
+            raise ValueError(f"ak.jit(compile={compile!r}): expected one of "
+                             f"{', '.join(map(repr, COMPILE_MODES))}")
         self.static_argnums = (static_argnums,) if isinstance(static_argnums, int) \
             else tuple(static_argnums)
         # name and docstring only: copying fn's __dict__ would share the caches of a
         # jitted function that fn wraps (jit(grad(jit(f))): grad's wrapper copied them)
         functools.update_wrapper(self, fn, updated=())
-        self.cache = {}
+        self.cache = {}  # signature -> Compiled (or Pending: tiered.py)
         self.op_cache = {}  # signature -> the traced body a JitCall op runs (call.py)
         self._fast = {}  # (shape, dtype) per plain-tensor argument -> Compiled
         self.passes = passes
@@ -100,19 +113,19 @@ class Jitted:
                     break
                 key += (a._data.shape, a._data.dtype)
             else:
-                compiled = self._fast.get(key)
-                if compiled is None:
-                    compiled = self._fast[key] = self.compile(*args)
-                if not compiled.closes_over_grad:
-                    return compiled.run_checked(args)
+                program = self._fast.get(key)
+                if program is None:
+                    program = self._fast[key] = self._program(args, kwargs)
+                if not program.closes_over_grad:
+                    return program.run_checked(args)
         if _dispatch._STACK.get() or (is_grad_enabled() and any(
                 isinstance(x, Tensor) and x.requires_grad
                 for x in tree_flatten(args, is_leaf=_is_tensor)[0])):
             return call_jitted(self, args, kwargs)  # one op whose rules are compiled
-        compiled = self.compile(*args, **kwargs)
-        if compiled.closes_over_grad:  # reads a parameter: live, and recorded if need be
+        program = self._program(args, kwargs)
+        if program.closes_over_grad:  # reads a parameter: live, and recorded if need be
             return call_jitted(self, args, kwargs)
-        return compiled(*args, **kwargs)
+        return program(*args, **kwargs)
 
     def __repr__(self):
         return compiled_view.jitted_repr(self)
@@ -125,20 +138,36 @@ class Jitted:
         return self.compile(*args, **kwargs).graph
 
     def compile(self, *args, **kwargs):
-        """The Compiled program for these arguments' signature (cached)."""
+        """The Compiled program for these arguments' signature (cached; waits for a
+        background compile)."""
+        program = self._program(args, kwargs)
+        return program.native() if isinstance(program, Pending) else program
+
+    def _program(self, args, kwargs):
+        """The signature's program: its Compiled, or its Pending one (tiered.py)."""
         key = self._key(args, kwargs)
-        compiled = self.cache.get(key)
-        if compiled is None:
+        program = self.cache.get(key)
+        if program is None:
             name = f"jit({self.name})"
             graph = trace_for(f"ak.{name}", self.fn, args, kwargs)
-            compiled = self.cache[key] = Compiled(run_pipeline(graph, self._passes, name),
-                                                  name)
+            if self.compile_mode == "eager":
+                program = Compiled(run_pipeline(graph, self._passes, name), name)
+            else:
+                program = Pending(graph, self._passes, name, self._promote)
             # a closure over a tensor that requires grad (a parameter): calls read its
             # current value (an optimizer changes it in place) and autograd records them
             # (call.py); other closed-over tensors are snapshots, as in JAX
-            compiled.closes_over_grad = any(
+            program.closes_over_grad = any(
                 data.get("requires_grad") for _, data in graph.nx.nodes(data=True))
-        return compiled
+            self.cache[key] = program
+        return program
+
+    def _promote(self, pending, compiled):
+        """Put a finished background compile where its Pending was (any thread)."""
+        for table in (self.cache, self._fast):
+            for key, program in list(table.items()):
+                if program is pending:
+                    table[key] = compiled
 
 
-__all__ = ["OPTIMIZE", "Compiled", "Jitted", "jit", "pass_name"]
+__all__ = ["OPTIMIZE", "Compiled", "Jitted", "Pending", "jit", "pass_name"]

@@ -149,6 +149,7 @@ class ArrayRunner:
     ops (user Functions, in-place writes) go through `apply` on tensors."""
 
     def __init__(self, graph):
+        self._graph = weakref.ref(graph)  # for error notes (a strong one: never freed)
         slot = {}
         for n in graph.inputs:
             slot[(n, 0)] = graph.nx.nodes[n]["index"]
@@ -180,8 +181,21 @@ class ArrayRunner:
         env = list(arrays) + self.values + [None] * (self.size - self.n_inputs -
                                                      len(self.values))
         for step in self.steps:
-            step.run(env)
+            try:
+                step.run(env)
+            except Exception as e:
+                self._note(e, step.node)
+                raise
         return [env[i] for i in self.outputs]
+
+    def _note(self, error, n):
+        """Name the failing node and the user's line that made it, as run_node does."""
+        graph = self._graph()
+        if graph is None:
+            return
+        data = graph.nx.nodes[n]
+        where = f" (traced at {data['source']})" if data.get("source") else ""
+        error.add_note(f"While executing node {n}: {printing.node_line(graph, n)}{where}")
 
 
 class _Step:

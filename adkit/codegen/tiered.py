@@ -1,0 +1,148 @@
+"""Tiered compilation: a signature's calls run on numpy until its native code is ready.
+
+Owns: `Pending`, what `ak.jit(f, compile="background")` keeps for a signature between
+its trace and its native code. Its first call evaluates the graph with numpy (the
+graph evaluator, adkit/ir/evaluate.py) and then hands the pipeline, planning and LLVM
+to the worker thread (background.py); each later call checks whether the Compiled is
+ready, runs it if so (and has jit put it in its place), and evaluates again if not.
+Does not: trace or key signatures (jit.py), run plans (compiled.py).
+NB: with the default pipeline numpy evaluates the traced graph itself: its passes
+preserve values (up to rounding, and the sign of a zero: simplify's x + 0 -> x), and
+running them first would cost a gradient's first call 25-40 ms of Python, as much as
+the rest of it. A user's `passes=[...]` may change what the graph computes, so they run
+first and numpy evaluates their result, as native code will.
+Results agree with native code's to float rounding (numpy's exp is not libmvec's),
+integers and bools exactly; `compile="eager"` makes every call native.
+"""
+import threading
+
+import numpy as np
+
+from ..ir import evaluate
+from ..tensor import _make
+from . import background, plan
+from .compiled import Compiled, structure
+from .pipeline import run_pipeline
+
+
+class Pending:
+    """A signature's program before its Compiled is ready. `promote(self, compiled)`
+    is called once it is, so the caller's tables can hold the Compiled instead."""
+
+    closes_over_grad = False  # Jitted sets it: the traced function reads a parameter
+
+    def __init__(self, graph, passes, name, promote):
+        self.name, self._promote = name, promote
+        self._traced = graph
+        self._passes = passes
+        self.evaluated = graph if passes is None else run_pipeline(graph, passes, name)
+        self._runner = evaluate.array_runner(self.evaluated)
+        self._out_specs = [(tuple(s.shape), s.dtype.np) for s in
+                           self.evaluated.output_specs()]
+        self._const_roots = {id(plan.root(np.asarray(v))) for v in self._runner.values}
+        self._job = None
+        self._compiled = None
+        self._lock = threading.Lock()
+
+    def _compile(self):
+        """The pipeline, the plan and the native code (on the worker thread, or in the
+        caller's after a failed background compile)."""
+        graph = self.evaluated if self._passes is not None else \
+            run_pipeline(self._traced, None, self.name)
+        return Compiled(graph, self.name)
+
+    def start(self):
+        """Queue the native compile (once)."""
+        if self._job is None:
+            with self._lock:
+                if self._job is None:
+                    self._job = background.submit(self._compile)
+
+    def ready(self):
+        """The Compiled if the background compile has finished, else None. A failed
+        background compile is tried again here, in the caller's thread, so its error
+        (if it fails again) is raised by the call that finds it."""
+        if self._compiled is not None:
+            return self._compiled
+        job = self._job
+        if job is None or not job.done():
+            return None
+        with self._lock:
+            if self._compiled is None:
+                self._compiled = job.result if job.error is None else \
+                    self._compile_again(job.error)
+                self._compiled.closes_over_grad = self.closes_over_grad
+        self._promote(self, self._compiled)
+        return self._compiled
+
+    def _compile_again(self, error):
+        try:
+            return self._compile()
+        except Exception as e:
+            e.add_note(f"{self.name}: its background compile had failed too "
+                       f"({type(error).__name__}: {error}); compiled again in this thread")
+            raise
+
+    def native(self):
+        """The Compiled, waiting for it if need be."""
+        self.start()
+        self._job.wait()
+        return self.ready()
+
+    def run_checked(self, inputs):
+        """Run on the flat input tensors (already checked against the signature):
+        natively when ready, else with numpy (then the native compile starts)."""
+        compiled = self.ready()
+        if compiled is not None:
+            return compiled.run_checked(inputs)
+        result = self._evaluate(inputs)
+        self.start()  # after the first call, so the first call has both cores to itself
+        return result
+
+    def __call__(self, *args, **kwargs):
+        return self.run_checked(evaluate.flat_inputs(self._traced, args))
+
+    def _evaluate(self, inputs):
+        """The graph on numpy. Results are as native code gives them: fresh memory
+        (never an input's or a constant's: those are copied), of the traced dtype."""
+        arrays = self._runner([t._data for t in inputs])
+        not_ours = {id(plan.root(t._data)) for t in inputs} | self._const_roots
+        flat = []
+        for a, (shape, dtype) in zip(arrays, self._out_specs, strict=True):
+            a = np.asarray(a)
+            if a.shape != shape:
+                raise RuntimeError(f"{self.name}: numpy made a {a.dtype}{list(a.shape)} "
+                                   f"result where tracing recorded {dtype}{list(shape)}")
+            if a.dtype != dtype or id(plan.root(a)) in not_ours:
+                a = np.array(a, dtype=dtype)
+            flat.append(_make(a))
+        return structure(self._traced, flat)
+
+    # What only the Compiled has (the notebook view, .lower()) waits for it.
+    @property
+    def graph(self):
+        return self.native().graph
+
+    @property
+    def steps(self):
+        return self.native().steps
+
+    @property
+    def kernels(self):
+        return self.native().kernels
+
+    @property
+    def segments(self):
+        return self.native().segments
+
+    @property
+    def module(self):
+        return self.native().module
+
+    @property
+    def llvm_ir(self):
+        return self.native().llvm_ir
+
+    @property
+    def asm(self):
+        return self.native().asm

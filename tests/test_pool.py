@@ -297,6 +297,30 @@ def scenario_raising_parts():
     print("ok")
 
 
+def scenario_parallel():
+    """Two parts that each wait (up to 20 s) for the other to start: they can only
+    both finish if the worker runs one while the caller runs the other."""
+    pool.ensure(1)
+    started, alone = [False, False], []
+
+    @ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
+    def part(arg):
+        me = arg or 0
+        started[me] = True
+        deadline = time.monotonic() + 20
+        while not started[1 - me]:
+            if time.monotonic() > deadline:
+                alone.append(me)  # (an exception would not leave the callback)
+                return
+            time.sleep(0.0005)  # lets the other thread's callback take the GIL
+    pointers = (ctypes.c_void_p * 2)(0, 1)
+    for _ in range(3):
+        started[:] = [False, False]
+        pool.run(ctypes.cast(part, ctypes.c_void_p).value, ctypes.addressof(pointers), 2)
+        assert not alone, f"part {alone} waited 20 s for the other to start"
+    print("ok")
+
+
 def scenario_threads():
     print(pool.ensure(), pool.threads())
 
@@ -358,6 +382,10 @@ def test_pool_fork_child_runs_jobs_and_parent_still_works(workers):
 
 def test_pool_fork_unseen_by_hooks_runs_serially():
     assert "ok" in run_scenario("scenario_raw_fork()")
+
+
+def test_pool_worker_runs_a_part_while_the_caller_runs_another():
+    assert "ok" in run_scenario("scenario_parallel()")
 
 
 def test_pool_survives_raising_parts():

@@ -431,8 +431,8 @@ def ensure(workers=None):
     with _lock:
         if _native is None:
             _native = _Native()
-            llvm.add_symbol(RUN_NAME, _native.run_address)
             _native.init()
+            llvm.add_symbol(RUN_NAME, _native.run_address)  # now modules may call it
             atexit.register(shutdown)
             os.register_at_fork(after_in_child=_after_fork_in_child)
         want = default_workers() if workers is None else workers

@@ -6,7 +6,8 @@ killed whole) with a timeout, so a hang fails the test instead of blocking CI.
 
 The parts are jitted here with llvmlite: `count_part` spins a while (so parts overlap
 and finish out of order) and then adds 1 to its record's counter; `job3` is what a
-kernel entry emits (pool.emit_run); `nested_part` calls the pool again from a part.
+kernel entry emits (pool.emit_run); `nested_part` calls the pool again from a part;
+`alternate` runs two jobs in turn from a native loop.
 """
 import atexit
 import ctypes
@@ -66,6 +67,10 @@ def build_test_module():
     pool.emit_run(b, module, count, list(job3.args))
     b.ret_void()
 
+    alternate = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64] * 2 + [I64]),
+                            name="alternate")
+    _emit_alternate(alternate, count)
+
     nested = ir.Function(module, pool.PART, name="nested_part")
     b = ir.IRBuilder(nested.append_basic_block("entry"))
     args = b.load(nested.args[0], typ=PTR)
@@ -73,6 +78,28 @@ def build_test_module():
     b.call(module.globals[pool.RUN_NAME], [count, args, n])
     b.ret(ir.Constant(PTR, None))
     return module
+
+
+def _emit_alternate(fn, count):
+    """alternate(a, na, b, nb, reps): reps times, the job (count_part, a, na) then the
+    job (count_part, b, nb), back to back from native code: the tightest interleaving
+    of a job's end, a late worker and the next job."""
+    a, na, b_args, nb, reps = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    k = b.alloca(I64)
+    b.store(ir.Constant(I64, 0), k)
+    head, body, done = (fn.append_basic_block(s) for s in ("head", "body", "done"))
+    b.branch(head)
+    b.position_at_end(head)
+    b.cbranch(b.icmp_signed("<", b.load(k, typ=I64), reps), body, done)
+    b.position_at_end(body)
+    run = fn.module.globals[pool.RUN_NAME]
+    b.call(run, [count, a, na])
+    b.call(run, [count, b_args, nb])
+    b.store(b.add(b.load(k, typ=I64), ir.Constant(I64, 1)), k)
+    b.branch(head)
+    b.position_at_end(done)
+    b.ret_void()
 
 
 @functools.lru_cache(maxsize=None)
@@ -87,7 +114,9 @@ def native():
         return ctypes.cast(compiled.function(name, ctypes.c_void_p, ctypes.c_void_p),
                            ctypes.c_void_p).value
     job3 = compiled.function("job3", None, *[ctypes.c_void_p] * 3)
-    return compiled, address("count_part"), address("nested_part"), job3
+    alternate = compiled.function("alternate", None, ctypes.c_void_p, ctypes.c_int64,
+                                  ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+    return compiled, address("count_part"), address("nested_part"), job3, alternate
 
 
 class Parts:
@@ -140,9 +169,22 @@ def scenario_correct(workers, jobs=300):
     print("ok", started)
 
 
+def scenario_back_to_back(workers, reps=20000):
+    """Tiny jobs back to back from native code, on two sets of records: a worker that
+    ran a part of one job in the next would count a record twice."""
+    pool.ensure(workers)
+    alternate = native()[4]
+    for na, nb, spins in ((2, 3, 0), (3, 2, 0), (2, 9, 300), (5, 1, 0)):
+        a, b = Parts(na, spins), Parts(nb)
+        alternate(a.address, na, b.address, nb, reps)
+        a.check(reps)
+        b.check(reps)
+    print("ok")
+
+
 def scenario_concurrent(workers, callers=4, jobs=150):
     pool.ensure(workers)
-    _, count, nested, _ = native()
+    _, count, nested, _, _ = native()
     errors = []
 
     def caller(seed):
@@ -328,7 +370,7 @@ def scenario_threads():
 def scenario_cached_module():
     """The test module's object code from the disk cache, in another process: its
     adkit_pool_run resolves to this process's pool (by name, not a baked address)."""
-    compiled, _, _, job3 = native()
+    compiled, _, _, job3, _ = native()
     parts = Parts(3, 1000)
     job3(*parts.pointers)
     parts.check()
@@ -356,6 +398,11 @@ def run_scenario(call, timeout=TIMEOUT, **env):
 @pytest.mark.parametrize("workers", [0, 1, 3, 8])
 def test_pool_runs_every_part_exactly_once(workers):
     assert run_scenario(f"scenario_correct({workers})").split() == ["ok", str(workers)]
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_pool_tiny_jobs_back_to_back(workers):
+    assert "ok" in run_scenario(f"scenario_back_to_back({workers})")
 
 
 @pytest.mark.parametrize("workers", [0, 1, 3])

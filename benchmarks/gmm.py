@@ -5,8 +5,10 @@
 The problem, the data and the implementations are those of papers/adbench_gmm/gmm.py
 (Srajer, Kukelova, Fitzgibbon 2018; microsoft/ADBench). For each configuration and tool it
 prints the median time of the objective alone and of objective + gradient, the paper's
-ratio gradient / objective, the gradient time relative to jax.jit's, and the first call
-(trace + compile for the jit tools, with adkit's disk cache off). Each (tool,
+ratio gradient / objective, the gradient time relative to jax.jit's, the first call
+(trace + compile for the jit tools, with adkit's disk cache off; adkit's first call runs
+on numpy while LLVM compiles in the background) and its overhead (first call minus a
+steady one; `benchmarks/jit_vs_jax.py --first-call` compares it with jax's in rounds). Each (tool,
 configuration) runs in its own subprocess:
 jax's and llvmlite's LLVMs must not share a process, and a fresh process makes first-call
 times honest. Tools that are not installed are skipped; the script always exits 0.
@@ -54,6 +56,8 @@ def run(tool, config, repeats, min_seconds):
     (value_and_grad or objective)()
     result["first"] = time.perf_counter() - t0       # trace + compile for the jit tools
     objective()
+    if "adkit.codegen" in sys.modules:  # the medians below time native code
+        sys.modules["adkit.codegen"].background.wait()
     result["objective"] = _median(objective, repeats, min_seconds)
     if value_and_grad is not None:
         result["gradient"] = _median(value_and_grad, repeats, min_seconds)
@@ -87,8 +91,9 @@ def main():
     print(f"# {os.cpu_count()} CPUs, load average {load:.2f} at start; medians of >= {repeats}"
           f" calls{' (--quick)' if args.quick else ''}")
     print(f"{'config (d, k, n)':<24}{'tool':<26}{'objective':>11}{'obj+grad':>11}"
-          f"{'grad/obj':>10}{'grad/jax':>10}{'first call':>12}")
-    print(f"{'':<24}{'':<26}{'ms':>11}{'ms':>11}{'(paper)':>10}{'(x)':>10}{'ms':>12}")
+          f"{'grad/obj':>10}{'grad/jax':>10}{'first call':>12}{'overhead':>10}")
+    print(f"{'':<24}{'':<26}{'ms':>11}{'ms':>11}{'(paper)':>10}{'(x)':>10}{'ms':>12}"
+          f"{'ms':>10}")
     for config in args.configs.split(","):
         results = {}
         for tool in args.tools.split(","):
@@ -116,7 +121,7 @@ def main():
             ratio = f"{g / o:.2f}" if g else "-"
             vs = f"{g / base:.2f}x" if g and base else "-"
             print(f"{label:<24}{name:<26}{_ms(o):>11}{_ms(g):>11}{ratio:>10}{vs:>10}"
-                  f"{_ms(r['first']):>12}")
+                  f"{_ms(r['first']):>12}{_ms(r['first'] - (g or o)):>10}")
             label = ""
     return 0
 

@@ -1,10 +1,16 @@
 """ak.jit beside jax.jit (and numpy): medians and ratios, one run.
 
     python benchmarks/jit_vs_jax.py [--quick]
+    python benchmarks/jit_vs_jax.py --first-call [--rounds 5] [--cases b,c,d,gmm-small]
 
 Cases (issue 6): (a) a fused elementwise chain, value and gradient, 1e6 and 1e7 float64;
 (b) call overhead on a tiny input; (c) first-call compile time of a ~50-node gradient
 graph; (d) an MLP's forward+backward (two hidden layers of 256, batch 128).
+`--first-call` (issue 16): the first-call overhead (first call minus a steady call, the
+steady call timed once adkit's background compile has finished) of cases b, c, d and of
+ADBench's GMM gradient (gmm-small/medium/large, papers/adbench_gmm), for adkit's two
+compile modes and jax.jit, in rounds where the frameworks take turns; it prints medians
+and the range of the per-round ratios adkit / jax.
 Each framework runs in its own subprocess: jax's and llvmlite's LLVMs must not share a
 process (they abort together), and a fresh process also makes compile times honest.
 """
@@ -19,6 +25,8 @@ import time
 import numpy as np
 
 CASES = ["a-1e6", "a-1e7", "b", "c", "d"]
+FIRST_CALL_CASES = ["b", "c", "d", "gmm-small", "gmm-medium", "gmm-large"]
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _time(fn, repeats, warmup=2):
@@ -135,6 +143,102 @@ def run_numpy(case, repeats):
     return None
 
 
+def _first_call_fn(framework, case):
+    """A no-argument call of `case` (b, c, d or gmm-<size>) for the framework."""
+    rng = np.random.default_rng(0)
+    if case.startswith("gmm"):
+        sys.path.insert(0, os.path.join(HERE, "..", "papers", "adbench_gmm"))
+        import gmm
+        tool = "jax-jit" if framework == "jax" else "adkit-jit"
+        return gmm.make_tool(tool, gmm.config_data(case.split("-")[1]))[1]
+    if framework == "jax":
+        import jax
+        import jax.numpy as jnp
+        jax.config.update("jax_enable_x64", True)
+        if case == "b":
+            f, x = jax.jit(lambda t: jnp.tanh(t * 2.0 + 1.0)), jnp.asarray(rng.standard_normal(10))
+            return lambda: f(x).block_until_ready()
+        if case == "c":
+            x = jnp.asarray(rng.standard_normal(1000))
+            f = jax.jit(jax.grad(lambda t: _chain(jnp, t, 12)))
+            return lambda: f(x).block_until_ready()
+        x, ws = _mlp_data(rng)
+        x, ws = jnp.asarray(x), [jnp.asarray(w) for w in ws]
+        f = jax.jit(jax.grad(lambda ws, x: jnp.mean((jnp.tanh(jnp.tanh(
+            x @ ws[0]) @ ws[1]) @ ws[2]) ** 2)))
+        return lambda: [g.block_until_ready() for g in f(ws, x)]
+    import adkit as ak
+    import adkit.func as F
+    if case == "b":
+        f, x = ak.jit(lambda t: (t * 2.0 + 1.0).tanh()), ak.tensor(rng.standard_normal(10))
+        return lambda: f(x)
+    if case == "c":
+        x = ak.tensor(rng.standard_normal(1000))
+        f = ak.jit(F.grad(lambda t: _chain(_AkNp, t, 12)))
+        return lambda: f(x)
+    x, ws = _mlp_data(rng)
+    x, ws = ak.tensor(x), [ak.tensor(w) for w in ws]
+    f = ak.jit(F.grad(lambda ws, x: ((((x @ ws[0]).tanh() @ ws[1]).tanh() @ ws[2]) ** 2)
+                      .mean()))
+    return lambda: f(ws, x)
+
+
+def first_call(framework, case, repeats):
+    """{"first", "steady", "overhead"} seconds: the first call of a fresh process (which
+    includes the import of the framework's compiler: jax's on import, adkit's llvmlite
+    on its first compile), and the median call after adkit's compiles have finished."""
+    if framework == "adkit-eager":
+        import importlib
+        importlib.import_module("adkit.codegen.jit").DEFAULT_COMPILE = "eager"
+    fn = _first_call_fn("jax" if framework == "jax" else "adkit", case)
+    t0 = time.perf_counter()
+    fn()
+    first = time.perf_counter() - t0
+    if framework != "jax":
+        from adkit.codegen import background
+        background.wait()
+    steady = _time(fn, max(repeats, 5), warmup=2)
+    return {"first": first, "steady": steady, "overhead": first - steady}
+
+
+def first_call_table(cases, rounds, repeats):
+    """Each case in `rounds` rounds, adkit (both modes) and jax taking turns."""
+    sys.path.insert(0, HERE)
+    from _timing import in_turns
+    frameworks = ["adkit", "adkit-eager", "jax"]
+    print(f"first-call overhead = first call - steady call; medians of {rounds} rounds; "
+          "ratio = adkit / jax per round (min..max)")
+    print(f"{'case':<12}{'framework':<24}{'first ms':>10}{'steady ms':>11}"
+          f"{'overhead ms':>13}{'/ jax':>8}{'range':>14}")
+    for case in cases:
+        def one(framework, case=case):
+            return _child(["--first-call-worker", framework, case, "--repeats",
+                           str(repeats)])
+        merged, ratios = in_turns(one, frameworks, rounds, "overhead")
+        for name in frameworks:
+            r = merged[name]
+            if "error" in r or "missing" in r:
+                print(f"{case:<12}{name:<24}  {r.get('error') or r.get('missing')}")
+                continue
+            rs = ratios.get(name)
+            ratio = f"{statistics.median(rs):.3f}" if rs else "-"
+            spread = f"{min(rs):.3f}..{max(rs):.3f}" if rs else "-"
+            print(f"{case:<12}{name:<24}{r['first'] * 1e3:>10.1f}{r['steady'] * 1e3:>11.3f}"
+                  f"{r['overhead'] * 1e3:>13.1f}{ratio:>8}{spread:>14}", flush=True)
+
+
+def _child(args):
+    """The JSON a worker subprocess prints last (no on-disk compile cache: first calls
+    are honest), or {"error": ...}."""
+    env = dict(os.environ, ADKIT_DISABLE_CACHE="1")
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), *args],
+                         capture_output=True, text=True, env=env, check=False)
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(lines[-1])
+
+
 RUNNERS = {"adkit": run_adkit, "jax": run_jax, "numpy (forward only)": run_numpy}
 
 
@@ -150,10 +254,18 @@ def main():
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
     parser.add_argument("--worker", nargs=2, metavar=("FRAMEWORK", "CASE"))
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--first-call", action="store_true", help="first-call overheads")
+    parser.add_argument("--first-call-worker", nargs=2, metavar=("FRAMEWORK", "CASE"))
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--cases", default=",".join(FIRST_CALL_CASES))
     args = parser.parse_args()
     repeats = 3 if args.quick else args.repeats
     if args.worker:
         return worker(args.worker[0], args.worker[1], repeats)
+    if args.first_call_worker:
+        return print(json.dumps(first_call(*args.first_call_worker, repeats)))
+    if args.first_call:
+        return first_call_table(args.cases.split(","), args.rounds, repeats)
     print(f"{'case':<8}{'framework':<24}{'median':>12}{'jax / this':>12}")
     for case in CASES:
         results = {}

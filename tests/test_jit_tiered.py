@@ -199,3 +199,11 @@ def test_a_forked_child_compiles_what_the_parent_left_queued():
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     np.testing.assert_allclose(jitted.compile(x)(x).numpy(), np.cos(2 * x.numpy()))
+
+
+def test_a_graph_numpy_would_be_slow_on_waits_for_native_code(monkeypatch):
+    monkeypatch.setattr(tiered, "NUMPY_BYTES_PER_NODE", 0)  # every graph is "big"
+    jitted = ak.jit(lambda t: (t * 2.0).exp(), compile="background")
+    x = rand(7)
+    np.testing.assert_allclose(jitted(x).numpy(), np.exp(2 * x.numpy()), rtol=1e-12)
+    assert isinstance(next(iter(jitted.cache.values())), Compiled)

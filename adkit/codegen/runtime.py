@@ -169,8 +169,9 @@ def compile_module(ir_module):
     cache of object code (see disk_cache.py) when it is enabled."""
     _initialized()
     mvec_available()
-    blas_library()
     text = str(ir_module)
+    if "cblas_" in text:  # loading OpenBLAS costs a process's first compile ~15 ms
+        blas_library()
     key = disk_cache.key(text, version_key())
     cached = disk_cache.load(key)
     if cached is not None:

@@ -11,6 +11,8 @@ preserve values (up to rounding, and the sign of a zero: simplify's x + 0 -> x),
 running them first would cost a gradient's first call 25-40 ms of Python, as much as
 the rest of it. A user's `passes=[...]` may change what the graph computes, so they run
 first and numpy evaluates their result, as native code will.
+A graph too big for numpy to be the quicker way (`numpy_is_slower`) waits for its native
+code on its first call instead.
 Results agree with native code's to float rounding (numpy's exp is not libmvec's),
 integers and bools exactly; `compile="eager"` makes every call native.
 """
@@ -24,6 +26,21 @@ from . import background, plan
 from .compiled import Compiled, structure
 from .pipeline import run_pipeline
 
+# numpy makes results at ~0.4-1 GB/s here (memory-bound, fresh arrays) and LLVM compiles
+# at ~4-11 ms per traced node (both slow down alike when the machine is busy): a graph
+# whose nodes make more than ~4 MB each on average compiles and runs natively before
+# numpy would finish (ADBench's GMM gradient: 1.8 MB per node at d=10, K=25 evaluates
+# in 0.4x the time of compiling; 6.9 MB at d=20, K=50 in 1.4x).
+NUMPY_BYTES_PER_NODE = 4e6
+
+
+def numpy_is_slower(graph):
+    """Whether evaluating `graph` with numpy likely takes longer than compiling it."""
+    ops = [data for _, data in graph.nx.nodes(data=True) if data["kind"] == "op"]
+    made = sum(int(np.prod(s.shape)) * s.dtype.np.itemsize for data in ops
+               for s in data["specs"])
+    return made > NUMPY_BYTES_PER_NODE * max(len(ops), 1)
+
 
 class Pending:
     """A signature's program before its Compiled is ready. `promote(self, compiled)`
@@ -36,10 +53,12 @@ class Pending:
         self._traced = graph
         self._passes = passes
         self.evaluated = graph if passes is None else run_pipeline(graph, passes, name)
-        self._runner = evaluate.array_runner(self.evaluated)
-        self._out_specs = [(tuple(s.shape), s.dtype.np) for s in
-                           self.evaluated.output_specs()]
-        self._const_roots = {id(plan.root(np.asarray(v))) for v in self._runner.values}
+        self.waits = numpy_is_slower(self.evaluated)  # first calls wait for native code
+        if not self.waits:
+            self._runner = evaluate.array_runner(self.evaluated)
+            self._out_specs = [(tuple(s.shape), s.dtype.np) for s in
+                               self.evaluated.output_specs()]
+            self._const_roots = {id(plan.root(np.asarray(v))) for v in self._runner.values}
         self._job = None
         self._compiled = None
         self._lock = threading.Lock()
@@ -92,7 +111,7 @@ class Pending:
     def run_checked(self, inputs):
         """Run on the flat input tensors (already checked against the signature):
         natively when ready, else with numpy (then the native compile starts)."""
-        compiled = self.ready()
+        compiled = self.ready() if not self.waits else self.native()
         if compiled is not None:
             return compiled.run_checked(inputs)
         result = self._evaluate(inputs)

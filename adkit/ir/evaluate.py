@@ -176,6 +176,16 @@ class ArrayRunner:
         self.outputs = [slot[(u, out)] for n in graph.outputs
                         for _, u, out in graph.args_of(n)]
         self.size = k
+        # each value is dropped after the last step that reads it: a big graph's
+        # footprint stays that of its widest point, and malloc reuses the freed memory
+        # (fresh large arrays cost page faults)
+        last = {src: i for i, step in enumerate(self.steps) for src in step.sources.values()}
+        free = [[] for _ in self.steps]
+        for src, i in last.items():
+            if src not in self.outputs:
+                free[i].append(src)
+        for step, slots in zip(self.steps, free, strict=True):
+            step.free = tuple(slots)
 
     def __call__(self, arrays):
         env = list(arrays) + self.values + [None] * (self.size - self.n_inputs -
@@ -186,6 +196,8 @@ class ArrayRunner:
             except Exception as e:
                 self._note(e, step.node)
                 raise
+            for k in step.free:
+                env[k] = None
         return [env[i] for i in self.outputs]
 
     def _note(self, error, n):

@@ -201,7 +201,12 @@ class MatmulCall(NativeCall):
         batch = np.broadcast_shapes(a_batch, b_batch)
         a_bst = _batch_strides(a_batch, a_bst, batch)
         b_bst = _batch_strides(b_batch, b_bst, batch)
-        c_bst = contiguous_strides(batch + (m, n))[:len(batch)] if batch else ()
+        c_ld, c_bst = self._out_strides(batch, m, n)
+        count = int(np.prod(batch, dtype=np.int64))
+        folded = _fold_batch(count, (m, k, n), (a_st, a_bst), (b_st, b_bst), (c_ld, c_bst))
+        if folded is not None:  # the whole batch as one product
+            (m, k, n), a_st, b_st, c_ld = folded
+            batch, count, a_bst, b_bst, c_bst = (), 1, (), (), ()
         ta, lda = _blas_form((m, k), a_st)
         tb, ldb = _blas_form((k, n), b_st)
         elem = _elem(self.dtype)
@@ -220,12 +225,57 @@ class MatmulCall(NativeCall):
                           b.gep(b_ptr, [offsets[1]], source_etype=elem), ir.Constant(I64, ldb),
                           ir.Constant(elem, 0.0),
                           b.gep(c_ptr, [offsets[2]], source_etype=elem),
-                          ir.Constant(I64, max(1, n))])
-        count = int(np.prod(batch, dtype=np.int64))
+                          ir.Constant(I64, c_ld)])
+        previous = _blas_threads(b, module, ir.Constant(I32, 1))
         if count == 1:
             one(ir.Constant(I64, 0))
         else:
             for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, count), 1, one)
+        _blas_threads(b, module, previous)
+
+    def _out_strides(self, batch, m, n):
+        """(row stride, batch strides) of the result: its Layout's when it is batch +
+        (rows, n) with unit column stride (a planner may lay it out so), else those of a
+        contiguous result (a vector operand drops a dim)."""
+        shape, strides = tuple(self.out.shape), tuple(self.out.strides)
+        if len(shape) == len(batch) + 2 and (shape[-1] <= 1 or strides[-1] == 1):
+            return (strides[-2] if shape[-2] > 1 else max(1, n)), strides[:-2]
+        return max(1, n), contiguous_strides(batch + (m, n))[:len(batch)] if batch else ()
+
+
+def _fold_batch(count, mkn, a, b, c):
+    """((m, k, n), a strides, b strides, c row stride) of ONE product doing a batch of
+    `count` products, or None: a matrix shared by the batch (batch stride 0) times
+    matrices side by side in memory (each batch element's columns right after the
+    previous one's, and so are the results' columns) is one product with count * n
+    columns; the mirror case (rows one after another, the right matrix shared) is one
+    with count * m rows. One call reads the shared matrix once (BLAS packs it per
+    call) and gives BLAS a shape it runs well: a GMM's x @ Q_k over 50 components."""
+    (m, k, n), (a_st, a_bst), (b_st, b_bst), (c_ld, c_bst) = mkn, a, b, c
+    if count <= 1 or len(c_bst) != 1:
+        return None
+    if a_bst == (0,) and b_st[1] == 1 and b_bst[0] == n and c_bst[0] == n and \
+            b_st[0] >= count * n and c_ld >= count * n:
+        return (m, k, count * n), a_st, b_st, c_ld
+    if b_bst == (0,) and a_st[1] == 1 and a_bst[0] == m * a_st[0] and \
+            c_bst[0] == m * c_ld and a_st[0] >= k and c_ld >= n:
+        return (count * m, k, n), a_st, b_st, c_ld
+    return None
+
+
+# OpenBLAS's per-thread thread count: int openblas_set_num_threads_local(int), which
+# returns the previous count
+_BLAS_THREADS_LOCAL = "openblas_set_num_threads_local"
+
+
+def _blas_threads(b, module, count):
+    """Set this thread's OpenBLAS thread count to `count` (an i32), returning the old one.
+    Our gemms run on one BLAS thread: their shapes (a batch of thin products, the small
+    products of a layer) gain little from OpenBLAS's threads, whose workers spin-wait
+    after each call and then starve the kernels we run on threads of our own (on 2 busy
+    cores a GMM gradient at d=64 took 3x as long with them)."""
+    fn = _declare(module, _BLAS_THREADS_LOCAL, I32, [I32])
+    return b.call(fn, [count])
 
 
 def _blas_form(shape, strides):

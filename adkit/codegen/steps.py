@@ -14,6 +14,7 @@ import ctypes
 import numpy as np
 
 from ..ir import printing, rules
+from ..ops._helpers import c_strides
 from ..tensor import Tensor, _make
 from . import program
 
@@ -83,19 +84,35 @@ class SegmentStep(Step):
 
 
 class BufferValues(Step):
-    """Natively made results as numpy values: their (whole, contiguous) buffers.
-    `pairs`: [(value slot, buffer index)]."""
+    """Natively made results as numpy values: their buffers, whole, or viewed as their
+    Layouts say when they live in a part of one (a batch laid out side by side).
+    `pairs`: [(value slot, Layout)]."""
 
-    def __init__(self, slots_and_buffers):
-        self.pairs = slots_and_buffers
+    def __init__(self, slots_and_layouts):
+        self.pairs = [(slot, layout.buffer, _view_of_buffer(layout))
+                      for slot, layout in slots_and_layouts]
 
     def run(self, values, arrays):
-        for slot, buf in self.pairs:
+        for slot, buf, view in self.pairs:
             if values[slot] is None:
-                values[slot] = _make(arrays[buf])
+                values[slot] = _make(arrays[buf] if view is None else view(arrays[buf]))
 
     def fetched(self):
-        return {buf for _, buf in self.pairs}
+        return {buf for _, buf, _ in self.pairs}
+
+
+def _view_of_buffer(layout):
+    """None when `layout` is its buffer's whole array in C order, else a function making
+    the numpy view of it from that array."""
+    shape, strides = tuple(layout.shape), tuple(layout.strides)
+    if not layout.offset and strides == c_strides(shape):
+        return None
+    itemsize = np.dtype(layout.dtype).itemsize
+
+    def view(array):
+        return np.ndarray(shape, layout.dtype, buffer=array, offset=layout.offset * itemsize,
+                          strides=tuple(s * itemsize for s in strides))
+    return view
 
 
 class NumpyStep(Step):

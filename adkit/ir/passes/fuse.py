@@ -87,10 +87,73 @@ def fuse(graph):
     g = graph.copy()
     if has_in_place_ops(g):
         return g
-    rank = {n: i for i, n in enumerate(graph.topo_order())}
-    for members in _groups(graph):  # a lone op too: it still becomes one native loop
+    _recompute_cheap_reads(g)
+    ungrouped = g.copy()
+    rank = {n: i for i, n in enumerate(ungrouped.topo_order())}
+    for members in _groups(ungrouped):  # a lone op too: it still becomes one native loop
         _replace_group(g, sorted(members, key=rank.get))
     return g
+
+
+# Each fused reader of a value recomputes it, instead of one kernel storing it and the
+# others loading it, when it is an elementwise op of one value that is in memory anyway
+# and of small ones (at most 1/SMALL_FRACTION as many elements): recomputing reads what
+# loading would, and no kernel stores it. (A GMM gradient's y = x Q_k - mu_k Q_k, read by
+# the objective's sum of squares and by the backward, was stored and reloaded: 80 MB
+# each way per call at ADBench's large size.)
+SMALL_FRACTION = 8
+
+
+def _recompute_cheap_reads(g):
+    """Give every fused reader but the first of each such value its own copy of it."""
+    order = g.topo_order()
+    rank = {n: i for i, n in enumerate(order)}
+    for v in order:
+        if not _cheap_to_recompute(g, v):
+            continue
+        readers = sorted({w for w in g.nx.successors(v) if _fused_reader(g, w)},
+                         key=rank.get)
+        data = g.nx.nodes[v]
+        args = {pos: (u, out) for pos, u, out in g.args_of(v)}
+        for w in readers[1:]:
+            copy = copy_op(g, data, args)
+            for _, _, key, edge in [e for e in g.nx.out_edges(v, keys=True, data=True)
+                                    if e[1] == w]:
+                g.nx.remove_edge(v, w, key=key)
+                g.nx.add_edge(copy, w, key=key, pos=edge["pos"], out=edge["out"])
+
+
+def _cheap_to_recompute(g, v):
+    """Whether v is an elementwise op of one big value in memory and small ones."""
+    data = g.nx.nodes[v]
+    dtype = compute_dtype(g, v)  # (a dtype equals None: numpy reads None as float64)
+    if dtype is False or dtype is None or contraction(g, v) is not None or \
+            reduction_dims(g, v) is not None or unit_view(g, v) or \
+            getattr(data["op"], "is_view", False):
+        return False
+    size = int(np.prod(data["shape"], dtype=np.int64))
+    big = [u for _, u, out in g.args_of(v)
+           if SMALL_FRACTION * int(np.prod(g.specs_of(u)[out].shape, dtype=np.int64)) > size]
+    return len(big) == 1 and _in_memory(g, big[0])
+
+
+def _in_memory(g, u):
+    """Whether value-making node u's result is stored whatever fuse does: an input, a
+    constant, or an op no kernel computes (a BLAS product, a numpy op)."""
+    data = g.nx.nodes[u]
+    if data["kind"] in ("input", "const"):
+        return True
+    if contraction(g, u) is not None or reduction_dims(g, u) is not None or unit_view(g, u):
+        return False
+    return compute_dtype(g, u) is False or getattr(data["op"], "native_contraction", False)
+
+
+def _fused_reader(g, w):
+    """Whether op w will be computed inside a kernel (so it can recompute what it reads)."""
+    if g.nx.nodes[w]["kind"] != "op":
+        return False
+    dtype = compute_dtype(g, w)
+    return (dtype is not False and dtype is not None) or reduction_dims(g, w) is not None
 
 
 def reduction_dims(graph, n):

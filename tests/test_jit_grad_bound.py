@@ -125,3 +125,28 @@ def test_numpy_reads_a_side_by_side_value_as_its_layout(monkeypatch):
     assert call.out.strides == (40, 120, 1)
     np.testing.assert_allclose(compiled(ak.tensor(x), ak.tensor(q)).numpy(),
                                np.sort(x @ np.exp(q), 1), rtol=1e-12)
+
+
+@pytest.mark.parametrize("a_shape, b_shape, transpose_a", [
+    ((8, 200, 64), (8, 64, 64), False),    # a batch split over threads
+    ((8, 200, 64), (64, 64), False),       # one product of 1600 rows, rows split
+    ((64, 1000), (6, 1000, 64), True),     # x^T @ w[k] (x stored 1000 x 64): side by side
+    ((1000, 64), (6, 64, 64), False)])     # x @ q[k]: side by side, rows split
+def test_products_on_threads_equal_numpy(a_shape, b_shape, transpose_a):
+    a, b = RNG.standard_normal(a_shape), RNG.standard_normal(b_shape)
+    if transpose_a:  # `a` is passed stored as its transpose, the product reads a view
+        f = ak.jit(lambda x, y: (x.transpose(0, 1) @ y.exp()).tanh())
+        want = np.tanh(a @ np.exp(b))
+        a = np.ascontiguousarray(a.T)
+    else:
+        f = ak.jit(lambda x, y: (x @ y.exp()).tanh())
+        want = np.tanh(a @ np.exp(b))
+    args = (ak.tensor(a), ak.tensor(b))
+    assert count_of_fmas(a_shape, b_shape) >= program.GEMM_PARALLEL_MIN_FMAS
+    for _ in range(2):
+        np.testing.assert_allclose(f(*args).numpy(), want, rtol=1e-11, atol=1e-11)
+
+
+def count_of_fmas(a_shape, b_shape):
+    out = np.broadcast_shapes(a_shape[:-2], b_shape[:-2]) + (a_shape[-2], b_shape[-1])
+    return int(np.prod(out)) * b_shape[-2]

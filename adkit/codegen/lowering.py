@@ -59,7 +59,7 @@ def gemm(planner, n):
     out = buffers.contiguous(None, spec.shape, spec.dtype.np)
     if a is None or b is None or not program.MatmulCall.plan(a, b, out):
         return None
-    return [program.MatmulCall(a, b, planner.result(n, 0))]
+    return [program.MatmulCall(a, b, planner.result(n, 0), planner.threads)]
 
 
 def views(planner, n):

@@ -246,13 +246,15 @@ class Planner:
                 self.made[n] = calls
                 return
 
+    threads = os.cpu_count() or 1  # what native calls may split their work over
+
     def kernel_name(self):
         """The name of the next kernel."""
         return f"kernel{len(self.kernels)}"
 
     def kernel_call(self, kernel, ins, outs, scales=None):
         """A KernelCall of `kernel`, on as many threads as the cost model says."""
-        workers = (os.cpu_count() or 1) if estimated_ns(kernel) >= PARALLEL_MIN_NS else 1
+        workers = self.threads if estimated_ns(kernel) >= PARALLEL_MIN_NS else 1
         self.kernels.append(kernel)
         return program.KernelCall(kernel, ins, outs, workers, scales)
 

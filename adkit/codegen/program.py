@@ -131,27 +131,7 @@ class KernelCall(NativeCall):
         def worker_outs(w):
             return [_at(b, partials[k], w, elem) if k in partials else o
                     for k, o in enumerate(outs)]
-        trampoline = _trampoline(module, fn, len(ins) + len(outs))
-        started = []
-        for w in range(1, workers):
-            args = _stack(b, I64, 2 + len(ins) + len(outs))
-            fields = [ir.Constant(I64, self.bounds[w]), ir.Constant(I64, self.bounds[w + 1]),
-                      *[b.ptrtoint(p, I64) for p in ins + worker_outs(w)]]
-            for i, value in enumerate(fields):
-                b.store(value, _at(b, args, i, I64))
-            thread = _stack(b, I64, 1)
-            rc = b.call(_declare(module, "pthread_create", I32, [PTR, PTR, PTR, PTR]),
-                        [thread, ir.Constant(PTR, None), trampoline, args])
-            failed = b.icmp_signed("!=", rc, ir.Constant(I32, 0))
-            with b.if_then(failed):  # no thread: this worker's share runs here
-                b.call(trampoline, [args])
-            started.append((thread, failed))
-        b.call(fn, [ir.Constant(I64, self.bounds[0]), ir.Constant(I64, self.bounds[1]),
-                    *ins, *worker_outs(0)])
-        for thread, failed in started:
-            with b.if_then(b.not_(failed)):
-                b.call(_declare(module, "pthread_join", I32, [I64, PTR]),
-                       [b.load(thread, typ=I64), ir.Constant(PTR, None)])
+        _on_threads(b, module, fn, self.bounds, lambda w: ins + worker_outs(w))
         for k, slots in partials.items():
             combine = kernel.outputs[k].combine
             total = b.load(outs[k], typ=elem)
@@ -163,15 +143,17 @@ class KernelCall(NativeCall):
 
 class MatmulCall(NativeCall):
     """C = A @ B (numpy's matmul rules, batch dims broadcast) through cblas ?gemm: one
-    call per batch element, operands read in place when one of their last two dims has
-    unit stride (a transpose is BLAS's trans flag)."""
+    call per batch element (or one for the batch: _fold_batch), operands read in place
+    when one of their last two dims has unit stride (a transpose is BLAS's trans flag);
+    BLAS on one thread, the batch or the rows split over `workers` threads of ours."""
 
     ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 
-    def __init__(self, a, b, out):
+    def __init__(self, a, b, out, workers=1):
         super().__init__({a.buffer, b.buffer}, {out.buffer}, ())
         self.a, self.b, self.out = a, b, out
         self.dtype = np.dtype(out.dtype)
+        self.workers = workers  # threads the batch's products are split over
 
     @classmethod
     def plan(cls, a, b, out):
@@ -214,24 +196,50 @@ class MatmulCall(NativeCall):
         gemm = _declare(module, name, ir.VoidType(),
                         [I32, I32, I32, I64, I64, I64, elem, PTR, I64, PTR, I64, elem,
                          PTR, I64])
-        a_ptr, b_ptr, c_ptr = (entry.pointer(x) for x in (self.a, self.b, self.out))
 
-        def one(index):
-            offsets = _batch_offsets(b, index, batch, (a_bst, b_bst, c_bst))
-            b.call(gemm, [ir.Constant(I32, self.ROW_MAJOR), ir.Constant(I32, ta),
-                          ir.Constant(I32, tb), ir.Constant(I64, m), ir.Constant(I64, n),
-                          ir.Constant(I64, k), ir.Constant(elem, 1.0),
-                          b.gep(a_ptr, [offsets[0]], source_etype=elem), ir.Constant(I64, lda),
-                          b.gep(b_ptr, [offsets[1]], source_etype=elem), ir.Constant(I64, ldb),
-                          ir.Constant(elem, 0.0),
-                          b.gep(c_ptr, [offsets[2]], source_etype=elem),
-                          ir.Constant(I64, c_ld)])
-        previous = _blas_threads(b, module, ir.Constant(I32, 1))
-        if count == 1:
-            one(ir.Constant(I64, 0))
-        else:
-            for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, count), 1, one)
-        _blas_threads(b, module, previous)
+        def gemm_call(bb, rows, at):
+            bb.call(gemm, [ir.Constant(I32, self.ROW_MAJOR), ir.Constant(I32, ta),
+                           ir.Constant(I32, tb), rows, ir.Constant(I64, n),
+                           ir.Constant(I64, k), ir.Constant(elem, 1.0),
+                           at[0], ir.Constant(I64, lda), at[1], ir.Constant(I64, ldb),
+                           ir.Constant(elem, 0.0), at[2], ir.Constant(I64, c_ld)])
+
+        def products(bb, first, stop, ptrs):
+            """The products of batch elements [first, stop), or of one product's rows
+            [first, stop) when there is no batch; BLAS on one thread."""
+            previous = _blas_threads(bb, module, ir.Constant(I32, 1))
+            if count == 1:
+                offsets = [bb.mul(first, ir.Constant(I64, a_st[0])), ir.Constant(I64, 0),
+                           bb.mul(first, ir.Constant(I64, c_ld))]
+                gemm_call(bb, bb.sub(stop, first),
+                          [bb.gep(p, [o], source_etype=elem) for p, o in zip(ptrs, offsets)])
+            else:
+                def one(index):
+                    offsets = _batch_offsets(bb, index, batch, (a_bst, b_bst, c_bst))
+                    gemm_call(bb, ir.Constant(I64, m), [bb.gep(p, [o], source_etype=elem)
+                                                        for p, o in zip(ptrs, offsets)])
+                for_loop(bb, first, stop, 1, one)
+            _blas_threads(bb, module, previous)
+        ptrs = [entry.pointer(x) for x in (self.a, self.b, self.out)]
+        self._run(entry, products, ptrs, count, m, count * m * n * k)
+
+    def _run(self, entry, products, ptrs, count, rows, fmas):
+        """products(builder, first, stop, ptrs) over the batch, or over one product's
+        rows, split over threads when there is work enough (blocks of >= 64 rows)."""
+        b, module = entry.b, entry.module
+        size = count if count > 1 else rows
+        parts = count if count > 1 else rows // 64
+        workers = max(1, min(self.workers, parts)) if fmas >= GEMM_PARALLEL_MIN_FMAS else 1
+        if workers == 1:
+            products(b, ir.Constant(I64, 0), ir.Constant(I64, size), ptrs)
+            return
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64, PTR, PTR, PTR]),
+                         name=module.get_unique_name("gemm_batches"))
+        fb = ir.IRBuilder(fn.append_basic_block("entry"))
+        products(fb, fn.args[0], fn.args[1], list(fn.args[2:]))
+        fb.ret_void()
+        bounds = np.linspace(0, size, workers + 1).astype(np.int64).tolist()
+        _on_threads(b, module, fn, bounds, lambda w: ptrs)
 
     def _out_strides(self, batch, m, n):
         """(row stride, batch strides) of the result: its Layout's when it is batch +
@@ -261,6 +269,12 @@ def _fold_batch(count, mkn, a, b, c):
             c_bst[0] == m * c_ld and a_st[0] >= k and c_ld >= n:
         return (count * m, k, n), a_st, b_st, c_ld
     return None
+
+
+# A batch of products (or one product's rows) is split over our threads from this many
+# multiply-adds on: ~0.2 ms on one thread, where a thread's start and join (~0.1 ms on
+# the 2-core machine) is paid back
+GEMM_PARALLEL_MIN_FMAS = 1 << 21
 
 
 # OpenBLAS's per-thread thread count: int openblas_set_num_threads_local(int), which
@@ -414,6 +428,34 @@ def _trampoline(module, kernel_fn, n_ptrs):
     b.call(kernel_fn, fields[:2] + [b.inttoptr(f, PTR) for f in fields[2:]])
     b.ret(ir.Constant(PTR, None))
     return fn
+
+
+def _on_threads(b, module, fn, bounds, pointers):
+    """fn(bounds[w], bounds[w + 1], *pointers(w)) for each worker w: worker 0 on this
+    thread, the others on new pthreads (a worker whose thread cannot be made runs here),
+    all joined before this returns."""
+    workers = len(bounds) - 1
+    trampoline = _trampoline(module, fn, len(pointers(0)))
+    started = []
+    for w in range(1, workers):
+        ptrs = pointers(w)
+        args = _stack(b, I64, 2 + len(ptrs))
+        fields = [ir.Constant(I64, bounds[w]), ir.Constant(I64, bounds[w + 1]),
+                  *[b.ptrtoint(p, I64) for p in ptrs]]
+        for i, value in enumerate(fields):
+            b.store(value, _at(b, args, i, I64))
+        thread = _stack(b, I64, 1)
+        rc = b.call(_declare(module, "pthread_create", I32, [PTR, PTR, PTR, PTR]),
+                    [thread, ir.Constant(PTR, None), trampoline, args])
+        failed = b.icmp_signed("!=", rc, ir.Constant(I32, 0))
+        with b.if_then(failed):  # no thread: this worker's share runs here
+            b.call(trampoline, [args])
+        started.append((thread, failed))
+    b.call(fn, [ir.Constant(I64, bounds[0]), ir.Constant(I64, bounds[1]), *pointers(0)])
+    for thread, failed in started:
+        with b.if_then(b.not_(failed)):
+            b.call(_declare(module, "pthread_join", I32, [I64, PTR]),
+                   [b.load(thread, typ=I64), ir.Constant(PTR, None)])
 
 
 # One source of a CopyCall: `count` elements of buffer `src` at the offsets in buffer

@@ -17,7 +17,10 @@ Per (n, policy):
   by running the gradient eagerly (ScanCheckpointGrad counts what it runs; only up to
   --counted-up-to steps, as the eager loop is slow), against Revolve's closed form
   t(n, s) = binomial_forward_steps(n, s); for `"sqrt"` s = sqrt_snapshots(n).
-Writes scan_checkpointing.svg (memory against n, log-log).
+Beside each n, jax.jit's gradient of the same scan (papers/checkpointing/jax_peer.py, a
+child process): every residual kept, and the sqrt scheme JAX users write by hand
+(nested scans with jax.checkpoint), memory as XLA accounts for it.
+Writes scan_checkpointing.svg (memory against n, log-log; adkit's rows).
 """
 import argparse
 import importlib
@@ -106,10 +109,25 @@ def measure(ak, n, width, policy, counted_up_to):
     return row
 
 
+def jax_rows(n, width):
+    """jax.jit's rows for n steps (none, and the hand-written sqrt scheme), from a
+    child process; [] when jax is not installed or fails."""
+    import json
+    import subprocess
+    out = subprocess.run([sys.executable, os.path.join(HERE, "jax_peer.py"), str(n),
+                          str(width)], capture_output=True, text=True)
+    if out.returncode != 0:
+        return []
+    results = json.loads(out.stdout.strip().splitlines()[-1])
+    return [{"n": n, "policy": policy, "tool": "jax.jit", **r}
+            for policy, r in results.items()]
+
+
 def _print(row):
     mib = row["memory"] / 2 ** 20
     counted = row.get("counted", "-")
-    print(f"| {row['n']} | {row['policy']} | {row.get('slots', row['n'])} | {mib:.2f} | "
+    slots = row.get("slots", row["n"] if row["policy"] == "none" else math.isqrt(row["n"] - 1) + 1)
+    print(f"| {row.get('tool', 'adkit')} | {row['n']} | {row['policy']} | {slots} | {mib:.2f} | "
           f"{row['forward_s'] * 1e3:.3g} | {row['grad_s'] * 1e3:.3g} | "
           f"{row['grad_s'] / row['forward_s']:.2f} | {counted} | "
           f"{row.get('closed_form', '-')} |", flush=True)
@@ -123,18 +141,21 @@ def main():
     parser.add_argument("--counted-up-to", type=int, default=10000)
     parser.add_argument("--svg", default=os.path.join(HERE, "scan_checkpointing.svg"))
     parser.add_argument("--quick", action="store_true", help="n = 100 and 1000")
+    parser.add_argument("--no-jax", action="store_true", help="adkit only")
     args = parser.parse_args()
     if args.quick:
         args.steps = "100,1000"
     import adkit as ak
-    print("| n | checkpoint | carries stored | extra memory MiB | forward ms | gradient ms "
-          "| gradient / forward | forward steps counted | closed form t(n, s) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| tool | n | checkpoint | carries stored | extra memory MiB | forward ms | "
+          "gradient ms | gradient / forward | forward steps counted | closed form t(n, s) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for n in map(int, args.steps.split(",")):
         for name in args.policies.split(","):
             rows.append(measure(ak, n, args.width, _policy(name), args.counted_up_to))
             _print(rows[-1])
+        for row in ([] if args.no_jax else jax_rows(n, args.width)):
+            _print(row)
     from plot import write_svg  # noqa: PLC0415
     write_svg(rows, args.svg)
     print(f"wrote {args.svg}")

@@ -5,7 +5,6 @@ schedule of steps, shared memory blocks) and the thread cost model (`estimated_n
 Does not: say how a node is lowered (lowering.py), define the steps (steps.py) or the
 buffers (buffers.py), emit IR (program.py, kernels.py) or run the plan (jit.py).
 """
-import os
 from collections import Counter
 
 import numpy as np
@@ -14,16 +13,18 @@ from ..ir import passes
 from ..ir.passes.cleanup import has_in_place_ops
 from ..ir.passes.fuse import unit_view
 from ..tensor import _make
-from . import buffers, lowering, program
+from . import buffers, lowering, pool, program
 from .steps import BufferValues, NumpyStep, SegmentStep
 
 # Threads: a kernel is split over the cores when one thread would take longer than
 # PARALLEL_MIN_NS by this estimate (ns per element: the loop and memory, each plain
-# arithmetic step; a math-library call costs its op's `native_cost`). Starting and
-# joining a native thread costs ~70-140 us on the 2-core development machine, so below
-# that one thread is faster (measured crossovers: x * 2 + 1 at ~1e6 elements, exp at
-# ~5e5, tanh(sin(x)) at ~1e5; benchmarks in the closing note of issue 6).
-PARALLEL_MIN_NS = 500_000
+# arithmetic step; a math-library call costs its op's `native_cost`). Its parts run on
+# the persistent thread pool (pool.py), which costs ~0.5 us per call with its workers
+# awake and ~3 us more when they sleep (threads made per call cost 40-140 us: the old
+# threshold was 500 us). Measured on the 2-core development machine, quiet: x * 2 + 1
+# gains from ~16k elements (4.5 us; 1.9x at 65k), exp(sin(tanh(x)) ...) from 4k
+# elements (20 us; 1.7x), so splitting starts at a 15 us estimate.
+PARALLEL_MIN_NS = 15_000
 NS_PER_ELEMENT, NS_PER_STEP = 0.35, 0.05
 
 
@@ -246,7 +247,11 @@ class Planner:
                 self.made[n] = calls
                 return
 
-    threads = os.cpu_count() or 1  # what native calls may split their work over
+    @property
+    def threads(self):
+        """What native calls may split their work over: the thread pool's workers and
+        the caller (ADKIT_NUM_THREADS caps it)."""
+        return pool.threads()
 
     def kernel_name(self):
         """The name of the next kernel."""

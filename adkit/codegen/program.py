@@ -11,8 +11,8 @@ Entry ABI: int64 segment(PyListObject *arrays): the numpy arrays of every buffer
 Python list the caller fills; the entry reads each array's data pointer (at numpy's
 `array_data_offset`, checked at start-up) and then runs its calls in order. Views cost
 nothing: a view is a Layout of its base's buffer. Large kernels split their outer loop
-over native threads (pthread_create / pthread_join; a thread that cannot be made runs
-its share on the caller's thread). It returns 0, or, when a call's check failed (an index
+into parts run by the persistent native thread pool (pool.py: its workers and the
+caller's thread; a busy pool runs them all on the caller). It returns 0, or, when a call's check failed (an index
 out of range: `may_fail` calls), at once the check's code: its place (from 1) in the
 list `emit_segment` returns, the details stored in the segment's status buffer
 (`Entry.fail`); loop bodies pass the status pointer down and the code up.
@@ -22,7 +22,7 @@ from collections import namedtuple
 import numpy as np
 from llvmlite import ir
 
-from . import kernels, runtime
+from . import kernels, pool, runtime
 from .buffers import contiguous_strides
 from .kernels import F64, I32, I64, PTR, for_loop
 
@@ -177,7 +177,7 @@ class MatmulCall(NativeCall):
             tuple(strides[:-2])
 
     def emit(self, entry):
-        b, module = entry.b, entry.module
+        module = entry.module
         (m, k), a_st, a_batch, a_bst = self._matrix(self.a, 0)
         (_, n), b_st, b_batch, b_bst = self._matrix(self.b, 1)
         batch = np.broadcast_shapes(a_batch, b_batch)
@@ -416,8 +416,8 @@ def _declare(module, name, ret, args):
 
 
 def _trampoline(module, kernel_fn, n_ptrs):
-    """void *kernel_worker(i64 *args): a pthread start routine unpacking [start, stop,
-    pointers...] and calling the kernel."""
+    """void *kernel_worker(i64 *args): a part of a pool job (pool.py) unpacking [start,
+    stop, pointers...] and calling the kernel."""
     name = kernel_fn.name + "_worker"
     existing = module.globals.get(name)
     if existing is not None:
@@ -431,31 +431,20 @@ def _trampoline(module, kernel_fn, n_ptrs):
 
 
 def _on_threads(b, module, fn, bounds, pointers):
-    """fn(bounds[w], bounds[w + 1], *pointers(w)) for each worker w: worker 0 on this
-    thread, the others on new pthreads (a worker whose thread cannot be made runs here),
-    all joined before this returns."""
-    workers = len(bounds) - 1
+    """fn(bounds[w], bounds[w + 1], *pointers(w)) for each worker w, as one job of the
+    persistent native thread pool (pool.py): its workers and this thread take the
+    parts, and all are done when this returns. No thread is made per call."""
     trampoline = _trampoline(module, fn, len(pointers(0)))
-    started = []
-    for w in range(1, workers):
+    parts = []
+    for w in range(len(bounds) - 1):  # one record per part: [start, stop, pointers...]
         ptrs = pointers(w)
         args = _stack(b, I64, 2 + len(ptrs))
         fields = [ir.Constant(I64, bounds[w]), ir.Constant(I64, bounds[w + 1]),
                   *[b.ptrtoint(p, I64) for p in ptrs]]
         for i, value in enumerate(fields):
             b.store(value, _at(b, args, i, I64))
-        thread = _stack(b, I64, 1)
-        rc = b.call(_declare(module, "pthread_create", I32, [PTR, PTR, PTR, PTR]),
-                    [thread, ir.Constant(PTR, None), trampoline, args])
-        failed = b.icmp_signed("!=", rc, ir.Constant(I32, 0))
-        with b.if_then(failed):  # no thread: this worker's share runs here
-            b.call(trampoline, [args])
-        started.append((thread, failed))
-    b.call(fn, [ir.Constant(I64, bounds[0]), ir.Constant(I64, bounds[1]), *pointers(0)])
-    for thread, failed in started:
-        with b.if_then(b.not_(failed)):
-            b.call(_declare(module, "pthread_join", I32, [I64, PTR]),
-                   [b.load(thread, typ=I64), ir.Constant(PTR, None)])
+        parts.append(args)
+    pool.emit_run(b, module, trampoline, parts)
 
 
 # One source of a CopyCall: `count` elements of buffer `src` at the offsets in buffer

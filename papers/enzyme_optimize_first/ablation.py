@@ -74,8 +74,38 @@ def chain_workload(ak, n=100_000):
 
 
 VARIANTS = ("none", "after", "before", "before-whole")
+def bruss_workload(ak, n=32):
+    """The 2-D Brusselator's right-hand side (papers/sparse_jacobians), squared and
+    summed: a stencil of shifted slices and cats, as in Enzyme's Brusselator benchmark."""
+    sys.path.insert(0, os.path.join(ROOT, "papers", "sparse_jacobians"))
+    import brusselator
+    f = brusselator.adkit_residual(n)
+    return (lambda s: (f(s) ** 2).sum()), (ak.tensor(brusselator.grid_data(n)[0]),)
+
+
+def ode_workload(ak, steps=25, h=0.04):
+    """An explicit Runge-Kutta 4 integration of a Lotka-Volterra system over a batch of
+    initial states, unrolled in Python (each stage recomputes shared terms, the kind of
+    code an optimizer simplifies), the loss the final states' sum of squares."""
+    a, b, c, d = 1.5, 1.0, 3.0, 1.0
+
+    def rhs(y):
+        u, v = y[:, 0], y[:, 1]
+        return ak.stack([a * u - b * u * v, -c * v + d * u * v], 1)
+
+    def f(y):
+        for _ in range(steps):
+            k1 = rhs(y)
+            k2 = rhs(y + h / 2 * k1)
+            k3 = rhs(y + h / 2 * k2)
+            k4 = rhs(y + h * k3)
+            y = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+        return (y * y).sum()
+    return f, (ak.tensor(np.random.default_rng(0).random((256, 2)) + 0.5),)
+
+
 WORKLOADS = {"gmm": gmm_workload, "lstm": lstm_workload, "ba": ba_workload,
-             "chain": chain_workload}
+             "chain": chain_workload, "bruss": bruss_workload, "ode": ode_workload}
 
 
 def derived(ak, f, args, variant):

@@ -190,8 +190,20 @@ class Graph:
                        if out is None or d["out"] == out})
 
     def topo_order(self):
+        """The nodes in program order. Node ids number a traced program in the order it
+        ran, and that order is what in-place writes rely on: a read of a value before a
+        write into its memory (through a view) need not be an ancestor of the write.
+        A node a pass adds later (a higher id) runs just before its first user, where
+        the program would have computed it, not after everything else that is ready:
+        each node is keyed by its own id or, when smaller, its earliest user's key."""
+        if all(u < v for u, v in self.nx.edges()):  # ids already run in program order
+            return sorted(self.nx)
         try:
-            return list(nx.lexicographical_topological_sort(self.nx, key=lambda n: n))
+            key = {}
+            for n in reversed(list(nx.topological_sort(self.nx))):
+                key[n] = min([n] + [key[v] for v in self.nx.successors(n)])
+            return list(nx.lexicographical_topological_sort(
+                self.nx, key=lambda n: (key[n], n)))
         except nx.NetworkXUnfeasible:
             raise GraphError("the graph has a cycle: " +
                              str(nx.find_cycle(self.nx))) from None

@@ -19,7 +19,9 @@ Per (n, policy):
   t(n, s) = binomial_forward_steps(n, s); for `"sqrt"` s = sqrt_snapshots(n).
 Beside each n, jax.jit's gradient of the same scan (papers/checkpointing/jax_peer.py, a
 child process): every residual kept, and the sqrt scheme JAX users write by hand
-(nested scans with jax.checkpoint), memory as XLA accounts for it.
+(nested scans with jax.checkpoint), memory as XLA accounts for it; and PyTorch's
+(torch_peer.py: eager, every step recorded, or torch.utils.checkpoint over sqrt n
+segments), times only (its memory is not measured: see torch_peer.py).
 Writes scan_checkpointing.svg (memory against n, log-log; adkit's rows).
 """
 import argparse
@@ -123,11 +125,26 @@ def jax_rows(n, width):
             for policy, r in results.items()]
 
 
+def torch_rows(n, width):
+    """PyTorch's rows for n steps (none, and torch.utils.checkpoint's sqrt scheme),
+    one child process each (torch_peer.py); [] when torch is missing or fails."""
+    import json
+    import subprocess
+    rows = []
+    for policy in ("none", "sqrt"):
+        out = subprocess.run([sys.executable, os.path.join(HERE, "torch_peer.py"), str(n),
+                              str(width), policy], capture_output=True, text=True)
+        if out.returncode == 0:
+            rows.append({"n": n, "policy": policy, "tool": "torch",
+                         **json.loads(out.stdout.strip().splitlines()[-1])})
+    return rows
+
+
 def _print(row):
-    mib = row["memory"] / 2 ** 20
+    mib = "-" if row["memory"] is None else f"{row['memory'] / 2 ** 20:.2f}"
     counted = row.get("counted", "-")
     slots = row.get("slots", row["n"] if row["policy"] == "none" else math.isqrt(row["n"] - 1) + 1)
-    print(f"| {row.get('tool', 'adkit')} | {row['n']} | {row['policy']} | {slots} | {mib:.2f} | "
+    print(f"| {row.get('tool', 'adkit')} | {row['n']} | {row['policy']} | {slots} | {mib} | "
           f"{row['forward_s'] * 1e3:.3g} | {row['grad_s'] * 1e3:.3g} | "
           f"{row['grad_s'] / row['forward_s']:.2f} | {counted} | "
           f"{row.get('closed_form', '-')} |", flush=True)
@@ -141,7 +158,8 @@ def main():
     parser.add_argument("--counted-up-to", type=int, default=10000)
     parser.add_argument("--svg", default=os.path.join(HERE, "scan_checkpointing.svg"))
     parser.add_argument("--quick", action="store_true", help="n = 100 and 1000")
-    parser.add_argument("--no-jax", action="store_true", help="adkit only")
+    parser.add_argument("--no-jax", action="store_true", help="leave jax out")
+    parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
     args = parser.parse_args()
     if args.quick:
         args.steps = "100,1000"
@@ -155,6 +173,8 @@ def main():
             rows.append(measure(ak, n, args.width, _policy(name), args.counted_up_to))
             _print(rows[-1])
         for row in ([] if args.no_jax else jax_rows(n, args.width)):
+            _print(row)
+        for row in ([] if args.no_torch else torch_rows(n, args.width)):
             _print(row)
     from plot import write_svg  # noqa: PLC0415
     write_svg(rows, args.svg)

@@ -21,11 +21,13 @@ import os
 import sys
 import time
 
+import numpy as np
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [os.path.join(ROOT, "benchmarks"), os.path.join(ROOT, "papers")]
 
-from _timing import in_turns, run_child  # noqa: E402  (benchmarks/_timing.py)
+from _timing import best_seconds, in_turns, run_child  # noqa: E402  (benchmarks/_timing.py)
 from ba import Lib, _data, one_observation  # noqa: E402  (benchmarks/ba.py)
 
 SIZES = {  # ADBench's data files: ba{k}_n{cameras}_m{points}_p{observations}
@@ -35,16 +37,11 @@ SIZES = {  # ADBench's data files: ba{k}_n{cameras}_m{points}_p{observations}
 }
 
 
-def _best(fn, repeats=7, budget=4.0):
+
+def _once(fn):
+    t0 = time.perf_counter()
     fn()
-    best, start = float("inf"), time.perf_counter()
-    for i in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-        if i >= 1 and time.perf_counter() - start > budget:
-            break
-    return best
+    return time.perf_counter() - t0
 
 
 def adkit_pair(size):
@@ -98,14 +95,42 @@ def torch_pair(size):
     return objective, blocks
 
 
-PAIRS = {"adkit": adkit_pair, "jax": jax_pair, "torch": torch_pair}
+def autograd_pair(size):
+    """HIPS autograd has no vmap: a Python loop over the observations, one
+    autograd.jacobian per block, as ADBench's autograd tool computes them."""
+    import autograd.numpy as anp
+    from autograd import jacobian
+    cams, x, w, obs_cam, obs_pt, feats = _data(size, np.asarray)
+    lib = Lib(anp)
+
+    def residual(c, p, wi, f):
+        return one_observation(lib, c, p, wi, f)
+    jacs = [jacobian(residual, argnum) for argnum in (0, 1, 2)]
+
+    def objective():
+        return [residual(cams[c], x[p], w[k], feats[k])
+                for k, (c, p) in enumerate(zip(obs_cam, obs_pt))]
+
+    def blocks():
+        return [[j(cams[c], x[p], w[k], feats[k]) for j in jacs]
+                for k, (c, p) in enumerate(zip(obs_cam, obs_pt))]
+    return objective, blocks
+
+
+PAIRS = {"adkit": adkit_pair, "jax": jax_pair, "torch": torch_pair,
+         "autograd": autograd_pair}
+# HIPS autograd's loop costs ~12 ms per observation's block (nine reverse sweeps in
+# Python): 6-7 minutes per Jacobian at ba1. It is timed once (it compiles nothing),
+# on problems of up to this many observations: the tiny one
+AUTOGRAD_UP_TO = 1_000
 
 
 def child(framework, name):
     if framework == "sparse":
         return sparse_row(name)
     objective, blocks = PAIRS[framework](SIZES[name])
-    objective_s, jacobian_s = _best(objective), _best(blocks)
+    timed = _once if framework == "autograd" else best_seconds
+    objective_s, jacobian_s = timed(objective), timed(blocks)
     return {"objective_ms": objective_s * 1e3, "jacobian_ms": jacobian_s * 1e3,
             "ratio": jacobian_s / objective_s}
 
@@ -132,8 +157,8 @@ def sparse_row(name):
     first = time.perf_counter() - t3
     objective = ak.jit(residuals, compile="eager")
     return {"colors": colors, "nnz": pattern.nnz, "detect_s": t1 - t0, "color_s": t2 - t1,
-            "first_s": first, "jacobian_ms": _best(lambda: jacobian(cams, x, w)) * 1e3,
-            "objective_ms": _best(lambda: objective(cams, x, w)) * 1e3}
+            "first_s": first, "jacobian_ms": best_seconds(lambda: jacobian(cams, x, w)) * 1e3,
+            "objective_ms": best_seconds(lambda: objective(cams, x, w)) * 1e3}
 
 
 def _print_sparse(name):
@@ -150,8 +175,8 @@ def _print_sparse(name):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="ba1,ba2,ba3,ba4,ba5")
-    parser.add_argument("--frameworks", default="adkit,jax,torch")
+    parser.add_argument("--sizes", default="tiny,ba1,ba2,ba3,ba4,ba5")
+    parser.add_argument("--frameworks", default="adkit,jax,torch,autograd")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--svg", default=os.path.join(HERE, "ba.svg"))
     parser.add_argument("--quick", action="store_true", help="a tiny problem, one round")
@@ -169,11 +194,13 @@ def main():
     print("| problem | cameras | points | observations | framework | objective ms | "
           "Jacobian ms | Jacobian / objective |")
     print("|---|---|---|---|---|---|---|---|")
-    rows, frameworks = [], args.frameworks.split(",")
+    rows = []
     for name in args.sizes.split(","):
+        n, m, p = SIZES[name]
+        frameworks = [f for f in args.frameworks.split(",")
+                      if f != "autograd" or p <= AUTOGRAD_UP_TO]
         merged, _ = in_turns(lambda f: run_child(__file__, ["--child", f, name]),
                              frameworks, args.rounds, "jacobian_ms")
-        n, m, p = SIZES[name]
         for f in frameworks:
             r = merged[f]
             if "error" in r:

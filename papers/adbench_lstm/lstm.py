@@ -17,7 +17,6 @@ Writes lstm.svg: gradient / objective per size and framework.
 import argparse
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -25,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [os.path.join(ROOT, "benchmarks"), os.path.join(ROOT, "papers")]
 
-from _timing import in_turns, run_child  # noqa: E402  (benchmarks/_timing.py)
+from _timing import best_seconds, in_turns, run_child  # noqa: E402  (benchmarks/_timing.py)
 from loops import lstm_data, lstm_objective  # noqa: E402  (the objective, written once)
 
 LOOP_LIMIT = 1024  # characters beyond which the Python-loop frameworks are not run
@@ -50,17 +49,6 @@ class Lib:
     def sum(x):
         return x.sum()
 
-
-def _best(fn, repeats=7, budget=4.0):
-    fn()
-    best, start = float("inf"), time.perf_counter()
-    for i in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-        if i >= 1 and time.perf_counter() - start > budget:
-            break
-    return best
 
 
 def adkit_pair(data):
@@ -123,7 +111,7 @@ PAIRS = {"adkit": adkit_pair, "jax": jax_pair, "torch": torch_pair, "autograd": 
 def child(framework, layers, chars):
     data = lstm_data(np.random.default_rng(0), layers, chars)
     objective, gradient = PAIRS[framework](data)
-    objective_s, gradient_s = _best(objective), _best(gradient)
+    objective_s, gradient_s = best_seconds(objective), best_seconds(gradient)
     return {"objective_ms": objective_s * 1e3, "gradient_ms": gradient_s * 1e3,
             "ratio": gradient_s / objective_s}
 

@@ -9,22 +9,15 @@ forward's. Run as a child process (jax's LLVM must not share a process with llvm
 """
 import json
 import math
+import os
 import sys
-import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "benchmarks"))
+from _timing import best_seconds  # noqa: E402  (benchmarks/_timing.py)
 
-def _best(fn, repeats=5, budget=3.0):
-    fn()
-    best, start = float("inf"), time.perf_counter()
-    for i in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-        if i >= 1 and time.perf_counter() - start > budget:
-            break
-    return best
 
 
 def losses(jax, jnp, n, width, seed=0):
@@ -66,8 +59,8 @@ def main(n, width):
         memory = _temp_bytes(gradient.lower(h0).compile()) - \
             _temp_bytes(forward.lower(h0).compile())
         rows[name] = {"memory": max(memory, 0),
-                      "forward_s": _best(lambda: forward(h0).block_until_ready()),
-                      "grad_s": _best(lambda: gradient(h0).block_until_ready())}
+                      "forward_s": best_seconds(lambda: forward(h0).block_until_ready()),
+                      "grad_s": best_seconds(lambda: gradient(h0).block_until_ready())}
     print(json.dumps(rows))
 
 

@@ -30,12 +30,13 @@ import math
 import os
 import sys
 import threading
-import time
 import tracemalloc
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "benchmarks"))
+from _timing import best_seconds  # noqa: E402  (benchmarks/_timing.py)
 
 
 def _policy(name):
@@ -71,16 +72,6 @@ def _traced_peak(fn):
     return peak
 
 
-def _best(fn, repeats=5, budget=3.0):
-    best, start = float("inf"), time.perf_counter()
-    for i in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-        if i >= 1 and time.perf_counter() - start > budget:
-            break
-    return best
-
 
 def counted_steps(ak, n, width, policy):
     """Forward steps the eager checkpointed gradient runs (None: no schedule)."""
@@ -100,7 +91,8 @@ def measure(ak, n, width, policy, counted_up_to):
     forward(h0), gradient(h0)  # compiled (and, with a background compile, native) first
     forward_peak = _traced_peak(lambda: forward(h0))
     row["memory"] = max(_traced_peak(lambda: gradient(h0)) - forward_peak, 0)
-    row["forward_s"], row["grad_s"] = _best(lambda: forward(h0)), _best(lambda: gradient(h0))
+    row["forward_s"] = best_seconds(lambda: forward(h0), warmup=0)  # both called above
+    row["grad_s"] = best_seconds(lambda: gradient(h0), warmup=0)
     revolve = importlib.import_module("adkit.control.revolve")
     snapshots = importlib.import_module("adkit.control.checkpoint").snapshots
     if policy is not None:

@@ -24,11 +24,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "benchmarks"))
+from _timing import best_seconds  # noqa: E402  (benchmarks/_timing.py)
 MODELS = {  # name: layer sizes (input, hidden..., output); output 1 = logistic loss
     "logreg": (104, 1),
     "ffnn": (104, 50, 2),
@@ -94,22 +95,11 @@ def _targets(sizes, y):
     return y.astype(np.float32) if sizes[-1] == 1 else one_hot(y, sizes[-1])
 
 
-def _best_ms(fn, repeats, budget=2.0):
-    fn()
-    fn()
-    best, start = float("inf"), time.perf_counter()
-    for i in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-        if i >= 2 and time.perf_counter() - start > budget:
-            break
-    return best * 1e3
-
 
 def _measure(steps, repeats):
     """{variant: best ms per step} for {variant: zero-argument step}."""
-    return {name: _best_ms(step, repeats) for name, step in steps.items()}
+    return {name: best_seconds(step, repeats, budget=2.0, warmup=2) * 1e3
+            for name, step in steps.items()}
 
 
 def run(framework, model, batch, repeats):

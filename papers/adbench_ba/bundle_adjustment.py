@@ -119,9 +119,10 @@ def autograd_pair(size):
 
 PAIRS = {"adkit": adkit_pair, "jax": jax_pair, "torch": torch_pair,
          "autograd": autograd_pair}
-# HIPS autograd's loop costs ~12 ms per observation's block (nine reverse sweeps in
-# Python): 6-7 minutes per Jacobian at ba1. It is timed once (it compiles nothing),
-# on problems of up to this many observations: the tiny one
+# HIPS autograd's loop costs 4-12 ms per observation's block (nine reverse sweeps in
+# Python; measured under different loads): 2-7 minutes per Jacobian at ba1. It is
+# timed once (it compiles nothing), on problems of up to this many observations: the
+# tiny one
 AUTOGRAD_UP_TO = 1_000
 
 

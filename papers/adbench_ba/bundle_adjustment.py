@@ -1,6 +1,7 @@
 """ADBench's bundle adjustment: the objective (every observation's residuals) and its
 Jacobian (one 3 x 15 block per observation) at the published sizes ba1-ba5, adkit
-beside jax and PyTorch, with the Jacobian / objective ratio the paper plots.
+beside jax and PyTorch (and HIPS autograd on a tiny problem), with the Jacobian /
+objective ratio the paper plots.
 
     python papers/adbench_ba/bundle_adjustment.py [--sizes ba1,ba2,ba3,ba4,ba5]
         [--frameworks adkit,jax,torch] [--rounds 3] [--svg PATH] [--quick]

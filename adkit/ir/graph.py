@@ -210,7 +210,9 @@ class Graph:
 
     def args_of(self, n):
         """[(pos, producer, out)] for node n, by position."""
-        return sorted((d["pos"], u, d["out"]) for u, _, d in self.nx.in_edges(n, data=True))
+        # the adjacency dicts themselves: networkx's edge views cost more than the sort
+        return sorted((d["pos"], u, d["out"]) for u, edges in self.nx.pred[n].items()
+                      for d in edges.values())
 
     def input_specs(self):
         """The TensorSpec of each input, in order."""

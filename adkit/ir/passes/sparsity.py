@@ -62,15 +62,9 @@ def _rule_links(graph, n, data, args):
     return links if isinstance(links, tuple) else (links,)
 
 
-def _args(graph, n):
-    """graph.args_of(n) (by position: (pos, producer, out)), without networkx's views."""
-    return sorted((d["pos"], u, d["out"]) for u, edges in graph.nx.pred[n].items()
-                  for d in edges.values())
-
-
 def _op_deps(graph, n, data, env, on_node):
     """Deps of each output of op node n, from its arguments' Deps."""
-    args = _args(graph, n)
+    args = graph.args_of(n)
     arg_deps = {pos: env[u][out] for pos, u, out in args}
     specs = data["specs"]
     live = {pos: d for pos, d in arg_deps.items() if not d.is_empty()}
@@ -139,20 +133,10 @@ def _has_foldable(graph):
                for n, kind in kinds)
 
 
-def _order(graph):
-    """The nodes in the program's order (topo_order's: by node id, which with writes
-    in place matters, as a read of the written value after the write need not be its
-    descendant). Traced graphs number their nodes in that order already: then a sort
-    of the ids does instead of a topological sort."""
-    if all(u < v for u, v in graph.nx.edges()):
-        return sorted(graph.nx)
-    return graph.topo_order()
-
-
 def _run(graph, input_deps, on_node=None):
     """Deps of each output of `graph` when its inputs carry `input_deps`."""
     env, outputs, done = {}, {}, []
-    for n in _order(graph):
+    for n in graph.topo_order():  # program order: writes in place rely on it
         data = graph.nx.nodes[n]
         kind = data["kind"]
         if kind == "op":

@@ -2,7 +2,7 @@
 in a subprocess of its own (jax's and llvmlite's LLVMs must not share a process, and a
 fresh process keeps first-call times honest).
 
-    from _timing import best_seconds, in_turns, median_seconds, run_child
+    from _timing import best_seconds, in_turns, median_seconds, run_child, settle
 
 (papers/ scripts import it too, with benchmarks/ on their path.)
 """
@@ -14,10 +14,20 @@ import sys
 import time
 
 
+def settle():
+    """Wait for ak.jit's background compiles (when adkit is loaded): steady times must
+    be native code's, not the numpy tier a signature's first calls run on."""
+    background = sys.modules.get("adkit.codegen.background")
+    if background is not None:
+        background.wait()
+
+
 def median_seconds(fn, repeats, warmup=1):
-    """The median time of `repeats` calls of fn(), after `warmup` calls."""
+    """The median time of `repeats` calls of fn(), after `warmup` calls (and any
+    background compile they started)."""
     for _ in range(warmup):
         fn()
+    settle()
     samples = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -27,10 +37,12 @@ def median_seconds(fn, repeats, warmup=1):
 
 
 def best_seconds(fn, repeats=5, budget=3.0, warmup=1):
-    """The best time of up to `repeats` calls of fn(), after `warmup` calls, stopping
-    early (after two) once `budget` seconds have gone: slow cases get fewer repeats."""
+    """The best time of up to `repeats` calls of fn(), after `warmup` calls (and any
+    background compile they started), stopping early (after two) once `budget` seconds
+    have gone: slow cases get fewer repeats."""
     for _ in range(warmup):
         fn()
+    settle()
     best, start = float("inf"), time.perf_counter()
     for i in range(repeats):
         t0 = time.perf_counter()

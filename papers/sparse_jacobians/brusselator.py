@@ -123,7 +123,7 @@ def run_adkit(n, dense_up_to):
     trace_s, pass_s, one_jvp = _in_turns([lambda: ak.trace(f, x),
                                           lambda: ak.ir.passes.sparsity(graph),
                                           lambda: ak.func.jvp(f, (x,), (x,))])
-    sparse = ak.jit(ak.func.sparse_jacobian(f))
+    sparse = ak.jit(ak.func.sparse_jacobian(f), compile="eager")  # native from the start
     matrix = sparse(x)
     row = {"n": n, "unknowns": 2 * n * n, "nnz": int(pattern.nnz),
            "colors": int(colors.max()) + 1, "trace_s": trace_s, "pass_s": pass_s,

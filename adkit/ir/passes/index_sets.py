@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from ...ops._sparsity import Move, Slab
+from . import scratch
 
 INDEX = np.int32
 NONE = np.iinfo(INDEX).max
@@ -88,39 +89,47 @@ class Deps:
             return flat[0]
         if not flat:
             return np.full((0, self.n), NONE, INDEX)
-        return np.concatenate(flat)
+        return np.concatenate(flat, out=scratch.empty((self.width, self.n), INDEX))
 
     def gather(self, src):
         """The sets of elements src[0], src[1], ... (a flat value)."""
         src = np.asarray(src, np.int64).reshape(-1)
         check_size(self.width * src.size)
-        return Deps(src.size, (self.block()[:, src],) if self.blocks else ())
+        if not self.blocks:
+            return Deps(src.size)
+        return Deps(src.size, (np.take(self.block(), src, axis=1,
+                                       out=scratch.empty((self.width, src.size), INDEX)),))
 
     def compacted(self):
         """The same sets as one block, each element's entries ascending then NONE, no
         repeats, as few rows as the largest set needs."""
         if not self.blocks or (len(self.blocks) == 1 and self.blocks[0].shape[0] <= 1):
             return self
-        rows = np.array(self.block())  # a copy, C-contiguous, writable
+        rows = scratch.empty((self.width, self.n), INDEX)  # a copy, to sort in place
+        np.copyto(rows, self.block())
         _sort_columns(rows)
-        repeat = rows[1:] == rows[:-1]
+        repeat = np.equal(rows[1:], rows[:-1],
+                          out=scratch.empty((rows.shape[0] - 1, self.n), bool))
         if repeat.any():
             rows[1:][repeat] = NONE
             _sort_columns(rows)
-        used = int((rows != NONE).any(axis=1).sum())
+        # sorted columns put each set's entries first: row r holds some entry only if
+        # its least value is one
+        used = sum(1 for row in rows if row.size and row.min() != NONE)
         return Deps(self.shape, (rows[:used],) if used else ())
 
     # CSR view (sorted, no repeats), for the final pattern, the Hessian pass and the
     # loop and branch rules
     def csr(self):
         if self._csr is None:
+            rows = self.compacted().block()
             # element-major (n, width): each element's entries, ascending, then NONE
-            entries = np.ascontiguousarray(self.compacted().block().T, dtype=np.int64)
-            present = entries != NONE
-            if present.all():  # every element as many entries: no masking, no counting
+            entries = np.ascontiguousarray(rows.T, dtype=np.int64)
+            if not rows.size or rows[-1].max() != NONE:  # all sets as wide: no masking
                 indptr = np.arange(self.n + 1, dtype=np.int64) * entries.shape[1]
                 self._csr = (indptr, entries.reshape(-1))
             else:
+                present = entries != NONE
                 indptr = np.zeros(self.n + 1, np.int64)
                 np.cumsum(present.sum(axis=1), out=indptr[1:])
                 self._csr = (indptr, entries[present])
@@ -207,8 +216,8 @@ def slabbed(parts, shape):
     dims = {slab.dim for _, slab in parts}
     tiled = len(dims) == 1 and sum(s.stop - s.start for _, s in parts) == shape[dims.pop()]
     # slabs that tile the result (no constant part left out) write each entry once
-    rows = np.empty((width,) + tuple(shape), INDEX) if tiled else \
-        np.full((width,) + tuple(shape), NONE, INDEX)
+    rows = scratch.empty((width,) + tuple(shape), INDEX) if tiled else \
+        scratch.full((width,) + tuple(shape), NONE, INDEX)
     for d, slab in parts:
         region = rows[(slice(None),) + slab.key()]
         region[:d.width] = d.block().reshape((d.width,) + region.shape[1:])
@@ -226,7 +235,7 @@ def _scatter(parts, shape):
     check_size(width * n)
     if width == 0:
         return Deps(shape)
-    rows = np.full((width, n), NONE, INDEX)
+    rows = scratch.full((width, n), NONE, INDEX)
     for d, dst, src in parts:
         if d.blocks:
             rows[:d.width, dst] = d.block()[:, src]
@@ -245,7 +254,7 @@ def _grouped(deps, dst, src, shape):
     rank = np.arange(dst.size) - np.repeat(np.cumsum(counts) - counts, counts)
     block, width = deps.block(), deps.width
     check_size(int(counts.max()) * width * n)
-    rows = np.full((int(counts.max()), width, n), NONE, INDEX)
+    rows = scratch.full((int(counts.max()), width, n), NONE, INDEX)
     rows[rank, :, dst] = block[:, src].T
     return Deps(shape, (rows.reshape(-1, n),)).compacted()
 
@@ -270,7 +279,7 @@ def stacked(deps_list):
     check_size(width * n)
     if width == 0:
         return Deps(n)
-    rows, start = np.full((width, n), NONE, INDEX), 0
+    rows, start = scratch.full((width, n), NONE, INDEX), 0
     for d in deps_list:
         if d.blocks:
             rows[:d.width, start:start + d.n] = d.block()
@@ -284,7 +293,7 @@ def _sort_columns(rows):
     if width > NETWORK_WIDTH:
         rows.sort(axis=0)
         return
-    low = np.empty(rows.shape[1], rows.dtype)
+    low = scratch.empty(rows.shape[1:], rows.dtype)
     for i, j in _network(width):
         np.minimum(rows[i], rows[j], out=low)
         np.maximum(rows[i], rows[j], out=rows[j])

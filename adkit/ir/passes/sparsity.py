@@ -18,7 +18,7 @@ import numpy as np
 from ...func.sparse_types import SparsityPattern
 from ...ops._sparsity import Operand, Slab, link_arrays
 from .. import rules
-from . import cleanup
+from . import cleanup, scratch
 from .index_sets import (
     Deps,
     check_size,
@@ -252,9 +252,10 @@ def sparsity(graph, wrt=None):
     (flattened row-major, outputs concatenated), columns the elements of the inputs
     numbered `wrt` (an int or a sequence; None: all inputs), flattened and concatenated.
     Conservative: an entry left out is zero at every point."""
-    outputs, n_cols = _propagate(graph, _wrt_list(graph, wrt))
-    deps = stacked(outputs)
-    return SparsityPattern.from_csr((deps.n, n_cols), deps.indptr, deps.indices)
+    with scratch.session():  # the index blocks reuse the last call's memory
+        outputs, n_cols = _propagate(graph, _wrt_list(graph, wrt))
+        deps = stacked(outputs)
+        return SparsityPattern.from_csr((deps.n, n_cols), deps.indptr, deps.indices)
 
 
 def hessian_sparsity(graph, wrt=None):
@@ -286,7 +287,8 @@ def hessian_sparsity(graph, wrt=None):
             pairs.add(*_pairs_per_element(result, result))
 
     graph_wrt = _wrt_list(graph, wrt)
-    _, n_cols = _propagate(_only(graph, relevant), graph_wrt, on_node)
+    with scratch.session():
+        _, n_cols = _propagate(_only(graph, relevant), graph_wrt, on_node)
     rows, cols = pairs.result()
     return SparsityPattern((n_cols, n_cols), rows, cols)
 

@@ -210,9 +210,10 @@ class Graph:
 
     def args_of(self, n):
         """[(pos, producer, out)] for node n, by position."""
-        # the adjacency dicts themselves: networkx's edge views cost more than the sort
-        return sorted((d["pos"], u, d["out"]) for u, edges in self.nx.pred[n].items()
-                      for d in edges.values())
+        # networkx's own adjacency dict (what its views wrap): the views cost more than
+        # the sort
+        return sorted([(d["pos"], u, d["out"]) for u, edges in self.nx._pred[n].items()
+                       for d in edges.values()])
 
     def input_specs(self):
         """The TensorSpec of each input, in order."""
@@ -277,6 +278,14 @@ class Graph:
 
     def __len__(self):
         return self.nx.number_of_nodes()
+
+    def __setstate__(self, state):
+        """Unpickling (a Graph pickles as its attributes): constant values are read-only
+        again, numpy's pickle drops the flag."""
+        self.__dict__.update(state)
+        for _, value in self.nx.nodes(data="value"):
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)
 
     # ------------------------------------------------------------ using
     def __call__(self, *args):

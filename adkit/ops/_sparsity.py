@@ -98,7 +98,9 @@ def _shape(a):
 def elementwise(args):
     """Result element k reads the element of each tensor argument that broadcasting puts
     at k (element k itself when the argument has the result's shape)."""
-    out_shape = np.broadcast_shapes(*(_shape(a) for a in args))
+    shapes = {_shape(a) for a in args}
+    # (one shape, the common case, needs no broadcasting rules)
+    out_shape = shapes.pop() if len(shapes) == 1 else np.broadcast_shapes(*shapes)
     return {pos: (None, None) if a.shape == out_shape else _broadcast(a.shape, out_shape)
             for pos, a in enumerate(args) if isinstance(a, Operand)}
 

@@ -53,12 +53,13 @@ class Deps:
     """For each element of a value of `shape`, the input elements it depends on (see
     the module doc)."""
 
-    __slots__ = ("_csr", "blocks", "n", "shape")
+    __slots__ = ("_csr", "blocks", "n", "shape", "width")
 
     def __init__(self, shape, blocks=()):
         self.shape = tuple(shape) if isinstance(shape, tuple | list) else (int(shape),)
         self.n = math.prod(self.shape)
         self.blocks, self._csr = tuple(blocks), None
+        self.width = sum(b.shape[0] for b in self.blocks)  # rows in all
 
     @classmethod
     def empty(cls, shape):
@@ -72,10 +73,6 @@ class Deps:
 
     def with_shape(self, shape):
         return self if tuple(shape) == self.shape else Deps(shape, self.blocks)
-
-    @property
-    def width(self):
-        return sum(b.shape[0] for b in self.blocks)
 
     def shaped_blocks(self):
         """The blocks laid out as (width, *shape)."""
@@ -105,14 +102,12 @@ class Deps:
         repeats, as few rows as the largest set needs."""
         if not self.blocks or (len(self.blocks) == 1 and self.blocks[0].shape[0] <= 1):
             return self
-        rows = scratch.empty((self.width, self.n), INDEX)  # a copy, to sort in place
-        np.copyto(rows, self.block())
-        _sort_columns(rows)
+        rows = _sorted_columns(self.block())
         repeat = np.equal(rows[1:], rows[:-1],
                           out=scratch.empty((rows.shape[0] - 1, self.n), bool))
         if repeat.any():
             rows[1:][repeat] = NONE
-            _sort_columns(rows)
+            rows = _sorted_columns(rows)
         # sorted columns put each set's entries first: row r holds some entry only if
         # its least value is one
         used = sum(1 for row in rows if row.size and row.min() != NONE)
@@ -220,8 +215,11 @@ def slabbed(parts, shape):
         scratch.full((width,) + tuple(shape), NONE, INDEX)
     for d, slab in parts:
         region = rows[(slice(None),) + slab.key()]
-        region[:d.width] = d.block().reshape((d.width,) + region.shape[1:])
-        region[d.width:] = NONE
+        row = 0
+        for b in d.blocks:  # block by block: no concatenated copy of d's rows
+            region[row:row + b.shape[0]] = b.reshape(b.shape[:1] + region.shape[1:])
+            row += b.shape[0]
+        region[row:] = NONE
     return Deps(shape, (rows,))
 
 
@@ -287,17 +285,26 @@ def stacked(deps_list):
     return Deps(n, (rows,))
 
 
-def _sort_columns(rows):
-    """Sort each column of the (width, n) array `rows` in place."""
-    width = rows.shape[0]
+def _sorted_columns(block):
+    """A new (width, n) array: `block` with each column sorted."""
+    width, n = block.shape
     if width > NETWORK_WIDTH:
+        rows = scratch.empty(block.shape, block.dtype)
+        np.copyto(rows, block)
         rows.sort(axis=0)
-        return
-    low = scratch.empty(rows.shape[1:], rows.dtype)
+        return rows
+    # each comparator writes its min and max into new rows, which then stand for rows i
+    # and j: two writes per comparator and no copy back (scratch memory is cheap)
+    current = list(block)
     for i, j in _network(width):
-        np.minimum(rows[i], rows[j], out=low)
-        np.maximum(rows[i], rows[j], out=rows[j])
-        rows[i] = low
+        low, high = scratch.empty((2, n), block.dtype)
+        np.minimum(current[i], current[j], out=low)
+        np.maximum(current[i], current[j], out=high)
+        current[i], current[j] = low, high
+    rows = scratch.empty(block.shape, block.dtype)
+    for i, row in enumerate(current):
+        rows[i] = row
+    return rows
 
 
 _NETWORKS = {}

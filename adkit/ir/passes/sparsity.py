@@ -141,7 +141,8 @@ def _run(graph, input_deps, on_node=None):
         kind = data["kind"]
         if kind == "op":
             env[n] = _op_deps(graph, n, data, env, on_node)
-            if any(a is not None for a in data.get("aliases", ())):
+            aliases = data.get("aliases")
+            if aliases and any(a is not None for a in aliases):
                 _write_through(graph, n, data, env, done)
             done.append(n)
         elif kind == "output":

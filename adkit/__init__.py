@@ -9,6 +9,7 @@ from .dtypes import (bool_ as bool, float16, float32, float64, get_default_dtype
                      int64, set_default_dtype)
 from .tensor import (Size, Tensor, arange, device, is_inference, as_tensor, empty, empty_like, eye, from_numpy,
                      full, full_like, linspace, ones, ones_like, tensor, zeros, zeros_like)
+from .interop import from_dlpack
 
 double = float64
 long = int64

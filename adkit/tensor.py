@@ -263,6 +263,28 @@ class Tensor:
             return arr.astype(dtype)
         return arr.copy() if copy else arr
 
+    def __dlpack__(self, *args, **kwargs):
+        """DLPack export, zero copy (adkit/interop.py)."""
+        from .interop import tensor_dlpack  # upward call (see tests/test_layering.py)
+        return tensor_dlpack(self, *args, **kwargs)
+
+    def __dlpack_device__(self):
+        from .interop import tensor_dlpack_device  # upward call (see tests/test_layering.py)
+        return tensor_dlpack_device(self)
+
+    # pickling and copying: PyTorch's rules (adkit/interop.py)
+    def __reduce_ex__(self, protocol):
+        from .interop import reduce_tensor  # upward call (see tests/test_layering.py)
+        return reduce_tensor(self)
+
+    def __copy__(self):
+        from .interop import copy_tensor  # upward call (see tests/test_layering.py)
+        return copy_tensor(self)
+
+    def __deepcopy__(self, memo):
+        from .interop import deepcopy_tensor  # upward call (see tests/test_layering.py)
+        return deepcopy_tensor(self, memo)
+
     def item(self):
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be "

@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent / "adkit"
 LAYERS = [
     (("adkit.dtypes", "adkit._hooks", "adkit._config"), 0),
-    (("adkit.tensor", "adkit._tensor_html"), 1),
+    (("adkit.tensor", "adkit._tensor_html", "adkit.interop"), 1),
     (("adkit._dispatch",), 2),
     (("adkit.autograd",), 3),
     (("adkit.ops",), 4),
@@ -27,6 +27,7 @@ MARKER = "# upward call (see tests/test_layering.py)"
 UPWARD_CALLS = {  # (importing module, imported module)
     ("adkit.tensor", "adkit.autograd.engine"),  # Tensor.backward runs the engine
     ("adkit.tensor", "adkit.autograd.grad_mode"),  # numpy() is allowed under no_grad
+    ("adkit.tensor", "adkit.interop"),  # DLPack, pickle and copy of a tensor
     ("adkit.autograd.gradcheck", "adkit.func"),  # check_batched_grad runs ak.func.vmap
     ("adkit.func.sparse", "adkit.ir.trace"),  # sparse_jacobian traces f for its pattern
     ("adkit.func.sparse", "adkit.ir.passes"),  # ... and detects and colors it there

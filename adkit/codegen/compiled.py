@@ -18,7 +18,7 @@ from .._pytree import tree_unflatten
 from ..control import batch_accumulations, hoist_invariants, merge_residual_scans
 from ..ir import evaluate, passes
 from ..tensor import _make
-from . import buffers, compiled_view, plan, runtime, steps
+from . import buffers, compiled_view, pickling, plan, runtime, steps
 
 # results smaller than this are fresh arrays per call; larger ones are recycled (fresh
 # large arrays cost page faults, small ones come from malloc's pool)
@@ -129,6 +129,11 @@ class Compiled:
                 return _make(arrays[out_buffers[0]])
             return structure([_make(arrays[buf]) for buf in out_buffers])
         return run
+
+    def __reduce__(self):
+        """Pickled as its graph: the plan and native code are made again on arrival (the
+        LLVM part from the on-disk cache when it has it), never unpickled (pickling.py)."""
+        return pickling.reduce_compiled(self)
 
     def __repr__(self):
         return compiled_view.compiled_repr(self)

@@ -19,6 +19,7 @@ from ..tensor import Tensor
 from . import compiled_view
 from .call import call_jitted, static_key
 from .compiled import OPTIMIZE, Compiled
+from .pickling import reduce_jitted
 from .pipeline import check_passes, pass_name, passes_key, run_pipeline
 from .tiered import Pending
 
@@ -161,6 +162,17 @@ class Jitted:
                 data.get("requires_grad") for _, data in graph.nx.nodes(data=True))
             self.cache[key] = program
         return program
+
+    def export(self, path, *example_args, name=None):
+        """Write a C library (path.so, path.h) with one C ABI function per compiled
+        signature; example_args pick the signature (export.py)."""
+        from .export import export_jitted
+        return export_jitted(self, path, example_args, name=name)
+
+    def __reduce__(self):
+        """Pickle by the function (by reference, or by value through cloudpickle);
+        compiled code is rebuilt or read from the disk cache on arrival (pickling.py)."""
+        return reduce_jitted(self)
 
     def _promote(self, pending, compiled):
         """Put a finished background compile where its Pending was (any thread)."""

@@ -175,9 +175,16 @@ LOOP_CASES = [  # (name, f, shape, exact)
     ("fori_loop", lambda x: ak.fori_loop(0, 3, lambda i, c: c[[1, 2, 0]] * c, x), (3,), True),
     ("cond_either_branch", lambda x: ak.cond(x.sum() > 0, lambda a: a * 2,
                                              lambda a: a.flip(0), x), (3,), False),
-    ("while_loop_fallback", lambda x: ak.while_loop(
+    ("while_loop_elementwise", lambda x: ak.while_loop(
         lambda state: state[0] < 3, lambda state: (state[0] + 1, state[1] * 2),
-        (ak.tensor(0), x))[1], (3,), False),
+        (ak.tensor(0), x))[1], (3,), True),
+    ("while_loop_pairs", lambda x: ak.while_loop(
+        lambda state: state[0] < 2, lambda state: (state[0] + 1,
+                                                   state[1][[0, 0, 2, 2]] * state[1]),
+        (ak.tensor(0), x))[1], (4,), True),
+    ("while_loop_shift", lambda x: ak.while_loop(  # 4 steps reach all 5 elements
+        lambda state: state[0] < 4, lambda state: (state[0] + 1, ak.cat(
+            [state[1][1:], state[1][:1]]) * state[1]), (ak.tensor(0), x))[1], (5,), True),
 ]
 
 
@@ -186,11 +193,30 @@ def test_sparsity_through_loops_and_branches(name, f, shape, exact):
     test_sparsity_pattern_against_dense_jacobian(name, f, shape, exact)
 
 
-def test_sparsity_of_while_loop_is_all_dependent():
-    """while_loop's trip count is a value, so it has no rule: every element of its
-    results reads every element of its float arguments."""
-    f = LOOP_CASES[-1][1]
-    pattern = ak.ir.passes.sparsity(ak.trace(f, ak.zeros(3, dtype=ak.float64)))
+def test_sparsity_of_while_loop_holds_what_any_number_of_steps_reach():
+    """The trip count is a value: a final carry may hold what 0, 1, 2... steps put
+    there, so a shift reaches every element even if this trace runs one step, while
+    pairs stay pairs however many steps run."""
+    def shifted(x):
+        return ak.while_loop(lambda s: s[0] < 1, lambda s: (
+            s[0] + 1, ak.cat([s[1][1:], s[1][:1]]) * s[1]), (ak.tensor(0), x))[1]
+
+    def paired(x, steps):
+        return ak.while_loop(lambda s: s[0] < steps, lambda s: (
+            s[0] + 1, s[1][[0, 0, 2, 2]] * s[1] + s[1][[1, 1, 3, 3]]), (ak.tensor(0), x))[1]
+    x = ak.zeros(5, dtype=ak.float64)
+    assert ak.ir.passes.sparsity(ak.trace(shifted, x)).todense().all()
+    want = np.kron(np.eye(2, dtype=bool), np.ones((2, 2), bool))
+    for steps in (0, 1, 5):
+        pattern = ak.ir.passes.sparsity(ak.trace(lambda x: paired(x, steps), x[:4]))
+        np.testing.assert_array_equal(pattern.todense(), want)
+
+
+def test_sparsity_of_a_while_loop_past_the_budget_reads_everything(monkeypatch):
+    from adkit.control import sparsity_rules
+    monkeypatch.setattr(sparsity_rules, "MAX_STEP_NODES", 1)
+    f = LOOP_CASES[-2][1]  # pairs: exact within the budget
+    pattern = ak.ir.passes.sparsity(ak.trace(f, ak.zeros(4, dtype=ak.float64)))
     assert pattern.todense().all()
 
 

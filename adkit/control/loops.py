@@ -39,6 +39,7 @@ from .checkpoint import snapshots, walk_schedule
 from .derive import call, graph_of, jvp_parts, split, vjp_parts, vmap_graph
 from .scan import scan
 from .second_order import while_grad_backward
+from .sparsity_rules import while_sparsity
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -110,6 +111,12 @@ class While(PlanOp):
         plan.check_arguments(arrays, cond_specs + body_specs + plan.carry_specs(),
                              "while_loop")
         return tuple(plan.carry_specs())
+
+    @classmethod
+    def sparsity(cls, plan, *operands):
+        """Sparsity rule: what the carries hold after any number of steps
+        (sparsity_rules.py)."""
+        return while_sparsity(plan, operands)
 
     @staticmethod
     def backward(ctx, *cts):

@@ -4,12 +4,13 @@ Owns: `scan_sparsity` (the body's sets carried step by step: exact per step, for
 of up to MAX_STEP_NODES body nodes in all) and `switch_sparsity` (the union over the
 branches, or the one branch a constant index picks). Each returns what an op's
 `sparsity` rule returns (ops/_sparsity.py): per result, {argument position: (dst, src)}.
-`while_loop` has none: its trip count is a value (the pass then assumes every result
-reads every element). Does not: propagate through graphs itself (ir/passes/sparsity.py).
+`while_sparsity`: its trip count is a value, so a final carry may hold what any number
+of steps put there: the union over step counts, found as a fixed point. Does not:
+propagate through graphs itself (ir/passes/sparsity.py).
 """
 import numpy as np
 
-from ..ir.passes.index_sets import Deps, stacked
+from ..ir.passes.index_sets import Deps, stacked, union
 from ..ir.passes.sparsity import as_links, body_deps, numbered
 
 # steps x body nodes beyond which a scan's rule gives up (unknown: all-dependent)
@@ -49,6 +50,28 @@ def scan_sparsity(plan, operands):
                     zip(history, plan.output_specs()[nk + plan.n_ys:])]
     positions = range(1, len(operands) + 1)
     return tuple(as_links(r, sizes, positions) for r in results)
+
+
+def while_sparsity(plan, operands):
+    """Operands: (cond consts..., body consts..., carries...) at argument positions 1,
+    2, ...; results: the final carries. Each result reads what its carry holds after
+    zero, one, two... steps. The body's rule is monotone (more sets in, more out), so
+    reach = carry, then reach = reach | body(reach) until it stops growing; None
+    (every result reads everything) when that takes more than MAX_STEP_NODES nodes."""
+    sizes, deps = _operand_deps(operands)
+    nq, nb = plan.n_cond_consts, plan.n_body_consts
+    body_consts, reach = deps[nq:nq + nb], deps[nq + nb:]
+    shapes = [spec.shape for spec in plan.carry_specs()]
+    for _ in range(MAX_STEP_NODES // max(len(plan.body), 1)):
+        stepped = body_deps(plan.body, body_consts + reach)
+        grown = [union([r.with_shape(shape), s.with_shape(shape)], shape).compacted()
+                 for r, s, shape in zip(reach, stepped, shapes)]
+        # grown holds reach, so as many entries means the same sets
+        if all(g.nnz == r.nnz for g, r in zip(grown, reach)):
+            positions = range(1, len(operands) + 1)
+            return tuple(as_links(r, sizes, positions) for r in reach)
+        reach = grown
+    return None
 
 
 def _stack(per_step, spec):

@@ -19,6 +19,7 @@ from ..tensor import Tensor
 from . import compiled_view
 from .call import call_jitted, static_key
 from .compiled import OPTIMIZE, Compiled
+from .export import export_jitted
 from .pickling import reduce_jitted
 from .pipeline import check_passes, pass_name, passes_key, run_pipeline
 from .tiered import Pending
@@ -166,7 +167,6 @@ class Jitted:
     def export(self, path, *example_args, name=None):
         """Write a C library (path.so, path.h) with one C ABI function per compiled
         signature; example_args pick the signature (export.py)."""
-        from .export import export_jitted
         return export_jitted(self, path, example_args, name=name)
 
     def __reduce__(self):

@@ -29,14 +29,15 @@ def _initialized():
     return True
 
 
-def new_target_machine():
+def new_target_machine(reloc="default", codemodel="jitdefault"):
     """A target machine for the host's CPU and features (opt level 3). NB: an execution
-    engine takes ownership of the one it is given, so each engine gets its own."""
+    engine takes ownership of the one it is given, so each engine gets its own. A shared
+    library's code (export.py) wants reloc="pic", codemodel="default"."""
     _initialized()
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
                                         features=llvm.get_host_cpu_features().flatten(),
-                                        opt=3, codemodel="jitdefault")
+                                        opt=3, reloc=reloc, codemodel=codemodel)
 
 
 @functools.lru_cache(maxsize=None)

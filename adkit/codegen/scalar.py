@@ -5,6 +5,7 @@ Owns: the one table from math names to LLVM (instructions, intrinsics, glibc lib
 vector functions or vecmath.py's polynomials, libm). Does not: build loops (kernels.py)
 or compile (runtime.py).
 """
+import contextvars
 import os
 
 import numpy as np
@@ -26,9 +27,21 @@ def use_polynomial_math(name=None, itemsize=8):
     choice = os.environ.get("ADKIT_VECTOR_MATH", "").lower()
     if choice == "polynomial":
         return True
-    if not runtime.mvec_available():
+    if not mvec_usable():
         return True
     return choice != "libmvec" and name in POLYNOMIAL_FIRST and itemsize == 8
+
+
+# True while code is emitted for a library that will be linked without libmvec (an
+# exported one, export.py): vector math then uses the polynomials and libm
+WITHOUT_LIBMVEC = contextvars.ContextVar("adkit_without_libmvec", default=False)
+
+
+def mvec_usable():
+    """Whether vector code may call glibc's libmvec: found in this process, and not
+    turned off by WITHOUT_LIBMVEC."""
+    return not WITHOUT_LIBMVEC.get() and runtime.mvec_available()
+
 
 # name -> LLVM intrinsic (vectorized by LLVM itself)
 _INTRINSICS = {"sqrt": "llvm.sqrt", "fabs": "llvm.fabs", "floor": "llvm.floor",
@@ -125,7 +138,7 @@ class ScalarBuilder:
                 use_polynomial_math(name, self.itemsize):
             return vecmath.emit(self, name, args)
         isa = _MVEC_ISA.get(self.lanes * self.itemsize)  # libmvec's name for this width
-        if self.lanes > 1 and isa is not None and runtime.mvec_available() and \
+        if self.lanes > 1 and isa is not None and mvec_usable() and \
                 _MVEC_BYTES[isa] <= runtime.host_vector_isa()[1]:
             vname = f"_ZGV{isa}N{self.lanes}{'v' * len(args)}_{name}{self.suffix}"
             return self.b.call(self._declare(vname, len(args)), args)

@@ -2,6 +2,7 @@
 (ak.ir.passes.sparsity / hessian_sparsity), coloring (ak.ir.passes.color) and the
 compressed evaluation in ak.func (jacobian_sparsity, sparse_jacobian, sparse_hessian).
 Every pattern and value is checked against the dense ak.func.jacfwd / hessian."""
+import importlib
 import os
 import sys
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 import adkit as ak
 
+sparse_module = importlib.import_module("adkit.func.sparse")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "papers", "sparse_jacobians"))
 import brusselator  # noqa: E402
@@ -375,6 +377,42 @@ def test_star_coloring_is_valid(n, density, seed):
     colors = ak.ir.passes.color(pattern, "star")
     assert _is_star_coloring_brute_force(pattern.todense(), colors)
     assert ak.ir.passes.check_coloring(pattern, colors, "star")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 12), st.floats(0.0, 0.8), st.integers(0, 10 ** 6))
+def test_auto_mode_picks_what_coloring_both_ways_would(n_rows, n_cols, density, seed):
+    pattern = _random_pattern(n_rows, n_cols, density, seed)
+    color = ak.ir.passes.color
+    by_column, by_row = color(pattern, "column"), color(pattern, "row")
+    want = ("rev", by_row) if by_row.max(initial=-1) < by_column.max(initial=-1) \
+        else ("fwd", by_column)
+    mode, colors = sparse_module._fewer_colors(pattern, color)
+    assert mode == want[0]
+    np.testing.assert_array_equal(colors, want[1])
+
+
+def test_auto_mode_skips_a_coloring_that_cannot_win():
+    """Bundle adjustment's shape: a few columns (a camera's) in every row, the rest in
+    one or two rows each. Each row coloring needs a color per row (every row shares the
+    camera's columns), so only the columns are colored (the row coloring, quadratic
+    in the rows sharing a column, took 2 minutes at ba1)."""
+    n_obs, n_point_cols = 400, 3
+    rows = np.repeat(np.arange(n_obs), 2 + n_point_cols)
+    point_cols = 2 + np.arange(n_obs)[:, None] * n_point_cols + np.arange(n_point_cols)
+    cols = np.concatenate([np.tile([0, 1], (n_obs, 1)), point_cols], 1).reshape(-1)
+    pattern = ak.func.SparsityPattern((n_obs, 2 + n_obs * n_point_cols), rows, cols)
+    kinds = []
+
+    def color(p, kind):
+        kinds.append(kind)
+        return ak.ir.passes.color(p, kind)
+    mode, colors = sparse_module._fewer_colors(pattern, color)
+    assert (mode, kinds, colors.max() + 1) == ("fwd", ["column"], 5)
+    transposed = pattern.transpose()  # the same pattern the other way: rows win
+    kinds.clear()
+    assert sparse_module._fewer_colors(transposed, color)[0] == "rev"
+    assert kinds == ["row"]
 
 
 def test_check_coloring_rejects_invalid_colorings():

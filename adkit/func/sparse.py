@@ -135,9 +135,7 @@ def _jacobian_plan(func, args, argnums, sparsity, mode):
     pattern = passes.sparsity(graph, wrt=wrt) if sparsity is None else \
         _check_given(sparsity, (n_out, n_in), "sparse_jacobian")
     if mode == "auto":
-        by_column, by_row = passes.color(pattern, "column"), passes.color(pattern, "row")
-        mode = "rev" if by_row.max(initial=-1) < by_column.max(initial=-1) else "fwd"
-        colors = by_row if mode == "rev" else by_column
+        mode, colors = _fewer_colors(pattern, passes.color)
     else:
         colors = passes.color(pattern, "column" if mode == "fwd" else "row")
     if mode == "fwd":  # column j of color c is compressed[c, :] at row i
@@ -146,6 +144,32 @@ def _jacobian_plan(func, args, argnums, sparsity, mode):
         plan = _Plan(pattern, colors, colors[pattern.rows], pattern.cols)
     plan.mode, plan.out_shape = mode, tuple(graph.output_specs()[0].shape)
     return plan
+
+
+def _fewer_colors(pattern, color):
+    """("fwd", column colors) or ("rev", row colors), whichever needs fewer colors (fwd
+    on a tie). A column coloring needs at least as many colors as the longest row has
+    entries (they all share that row), a row coloring as many as the longest column:
+    the coloring with the lower bound is made first, and the other only if it could
+    need fewer. NB: greedy coloring costs the sum of its vertices' distance-2
+    neighborhoods; bundle adjustment's row coloring (each camera column in 1,300 rows)
+    took 2 minutes at ba1, where the column coloring (14 colors) took 2 s."""
+    n_rows, n_cols = pattern.shape
+    longest_row = int(np.bincount(pattern.rows, minlength=n_rows).max(initial=0))
+    longest_col = int(np.bincount(pattern.cols, minlength=n_cols).max(initial=0))
+    if longest_row <= longest_col:
+        by_column = color(pattern, "column")
+        if by_column.max(initial=-1) + 1 <= longest_col:  # rev cannot need fewer
+            return "fwd", by_column
+        by_row = color(pattern, "row")
+    else:
+        by_row = color(pattern, "row")
+        if by_row.max(initial=-1) + 1 < longest_row:  # fwd cannot tie or need fewer
+            return "rev", by_row
+        by_column = color(pattern, "column")
+    if by_row.max(initial=-1) < by_column.max(initial=-1):
+        return "rev", by_row
+    return "fwd", by_column
 
 
 def sparse_jacobian(func, argnums=0, *, sparsity=None, mode="auto"):

@@ -84,8 +84,10 @@ def _column_coloring(pattern):
 
 
 def _lists(values, lengths):
-    """values split into consecutive Python lists of the given lengths."""
-    return [a.tolist() for a in np.split(values, np.cumsum(lengths)[:-1])]
+    """values split into consecutive Python lists of the given lengths (slices of one
+    list: np.split makes an array per piece, 0.75 s for ba1's 150,000 rows and columns)."""
+    flat, ends = values.tolist(), np.cumsum(lengths).tolist()
+    return [flat[start:end] for start, end in zip([0] + ends[:-1], ends)]
 
 
 def _adjacency(pattern):

@@ -36,6 +36,9 @@ def decorated(x):
     return (x * 2.0).exp()
 
 
+grad_loss = ak.jit(F.grad(loss))  # named grad_loss, though its qualname is loss's
+
+
 def _roundtrip(obj):
     return pickle.loads(pickle.dumps(obj))
 
@@ -170,9 +173,10 @@ def test_pickling_jit_by_reference_carries_no_code():
     np.testing.assert_array_equal(k(x, 3.0).numpy(), [0.0, 3.0, 6.0, 9.0])
 
 
-def test_pickling_module_level_decorated_jit_is_itself():
-    assert _roundtrip(decorated) is decorated
-    assert _globals(pickle.dumps(decorated)) == [f"{__name__}.decorated"]
+def test_pickling_module_level_jit_is_itself():
+    for j, name in ((decorated, "decorated"), (grad_loss, "grad_loss")):
+        assert _roundtrip(j) is j
+        assert _globals(pickle.dumps(j)) == [f"{__name__}.{name}"]
 
 
 def test_pickling_jit_copies_in_one_process_are_one_function():

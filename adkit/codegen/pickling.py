@@ -15,7 +15,8 @@ A function or pass goes the way cloudpickle sends functions: by reference (modul
 name) when another process can import it, else by value through cloudpickle when it is
 installed (lambdas, closures, functions of `__main__`, `ak.func.grad(f)`, which is a
 closure), else pickle's own way, which fails with a message saying to install
-cloudpickle. A module-level `@ak.jit` function goes by reference as a whole.
+cloudpickle. A jitted function bound to a name in its module (`@ak.jit def f`, or
+`g = ak.jit(ak.func.grad(f))` beside f) goes by reference as a whole.
 
 Every copy of one jitted function that a process unpickles is the same object (the
 first one), so it compiles once per process however many tasks carry it: a Dask worker
@@ -41,18 +42,33 @@ def _cloudpickle():
         return None
 
 
+def _module(obj):
+    """The module `obj` says it belongs to, unless that is __main__ (which another
+    process does not import), or None."""
+    name = getattr(obj, "__module__", None)
+    return sys.modules.get(name) if isinstance(name, str) and name != "__main__" else None
+
+
 def importable(obj):
-    """Whether `obj` (a function, a class, a module-level object with a qualname) is
-    what another process finds by importing its module and looking up its name."""
-    module = getattr(obj, "__module__", None)
-    qualname = getattr(obj, "__qualname__", None)
-    if not isinstance(module, str) or not isinstance(qualname, str) or \
-            module == "__main__" or "<locals>" in qualname or "<lambda>" in qualname:
+    """Whether `obj` (a function, a class) is what another process finds by importing
+    its module and looking up its qualified name (pickle's way of sending it)."""
+    found, qualname = _module(obj), getattr(obj, "__qualname__", None)
+    if found is None or not isinstance(qualname, str) or "<" in qualname:  # <locals>
         return False
-    found = sys.modules.get(module)
     for part in qualname.split("."):
         found = getattr(found, part, None)
     return found is obj
+
+
+def _global_name(jitted):
+    """The name of a module-level jitted function in its module (`g = ak.jit(grad(f))`
+    has f's qualname, not g), or None."""
+    module = _module(jitted)
+    if module is None:
+        return None
+    if importable(jitted):
+        return jitted.__qualname__
+    return next((k for k, v in vars(module).items() if v is jitted), None)
 
 
 class ByValue:
@@ -93,8 +109,9 @@ def reduce_jitted(jitted):
     """`Jitted.__reduce__`: by reference for a module-level @ak.jit function, else its
     parts (function, static_argnums, passes, compile mode) and a token that names this
     jitted function in every process (see `received`)."""
-    if importable(jitted):
-        return jitted.__qualname__  # pickle saves it as a global: module.name
+    name = _global_name(jitted)
+    if name is not None:  # every process that imports the module has this one
+        return name  # pickle saves it as a global: module.name
     name = f"ak.jit({jitted.name})"
     fn = portable(jitted.fn, f"the function of {name}")
     passes = jitted.passes

@@ -1,0 +1,73 @@
+"""Dask scaling of a jitted gradient (issue 18, item 3): the wall time of
+examples/dask_gradients.py's chunked gradient on two worker processes against one.
+
+Both clusters (one worker; two workers; one thread and one native thread per worker)
+start first and compile (the first run, timed apart); then the timed runs take turns,
+one-worker and two-worker, so both see the same drift of a machine whose cores other
+work also uses. Printed: each run's seconds, the median ratio two / one, and each
+worker's compiles. The target is <= 0.6 on two cores.
+
+    pip install dask distributed
+    python benchmarks/dask_scaling.py [--chunks 16] [--rows 20000] [--rounds 5]
+"""
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                "examples"))
+import dask_gradients as example  # noqa: E402
+
+
+def timed(params, X):
+    t0 = time.perf_counter()
+    example.total_param_gradients(X, params).compute()
+    example.all_input_gradients(X, params).compute()
+    return time.perf_counter() - t0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=16)
+    parser.add_argument("--rows", type=int, default=20000)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    params, X = example.init_params(), example.data(args.chunks, args.rows)
+    sizes = (1, 2)
+    with contextlib.ExitStack() as stack:
+        clients = {n: stack.enter_context(example.cluster(n)) for n in sizes}
+        first, runs = {}, {n: [] for n in sizes}
+        for n in sizes:
+            with clients[n].as_current():
+                first[n] = timed(params, X)  # compiles included
+        for _ in range(args.rounds):
+            for n in sizes:
+                with clients[n].as_current():
+                    runs[n].append(timed(params, X))
+        compiles = {n: list(clients[n].run(example.compiles, example.param_gradients,
+                                           example.input_gradients).values())
+                    for n in sizes}
+    ratios = [b / a for a, b in zip(runs[1], runs[2])]
+    result = {"chunks": args.chunks, "rows": args.rows, "cpus": os.cpu_count(),
+              "load_average": os.getloadavg()[0],
+              "first_run_s": first, "runs_s": runs,
+              "median_s": {n: statistics.median(r) for n, r in runs.items()},
+              "ratio_2_over_1": statistics.median(ratios), "ratios": ratios,
+              "compiles_per_worker": compiles}
+    for n in sizes:
+        print(f"{n} worker(s): first run {first[n]:.2f} s (compiles included), then "
+              f"median {result['median_s'][n]:.2f} s over {args.rounds} runs "
+              f"{[round(t, 2) for t in runs[n]]}")
+    print(f"two workers / one: {result['ratio_2_over_1']:.2f} (per round "
+          f"{[round(r, 2) for r in ratios]}; target <= 0.6); load average "
+          f"{result['load_average']:.1f} on {result['cpus']} cpus")
+    print("compiles per worker (signatures, of which from the disk cache):", compiles)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

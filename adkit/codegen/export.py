@@ -99,10 +99,23 @@ def _signatures(jitted, example_args):
     return programs
 
 
+# names the library's own code may call: an exported function must not take one
+RESERVED = {"malloc", "free", "memcpy", "memmove", "memset", "getpid"} | {
+    f + suffix for f in scalar._LIBM | set(scalar._INTRINSICS) for suffix in ("", "f")}
+RESERVED_PREFIXES = ("pthread_", "adkit_pool", "_ZGV", "cblas_", "scipy_", "openblas_",
+                     "llvm.")
+
+
 def _names(name, count):
+    """The C names of `count` signatures' functions, from `name`."""
     if not re.fullmatch(r"[A-Za-z_]\w*", name):
         name = _identifier(name.rpartition(".")[2])
-    return [name] if count == 1 else [f"{name}_{k}" for k in range(count)]
+    names = [name] if count == 1 else [f"{name}_{k}" for k in range(count)]
+    for n in names:
+        if n in RESERVED or n.startswith(RESERVED_PREFIXES):
+            raise ExportError(f"cannot export as {n!r}: it would hide the library "
+                              "function of that name; choose another name=")
+    return names
 
 
 def _program_module(prog, blas, vector_bytes):

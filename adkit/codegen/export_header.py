@@ -47,7 +47,8 @@ def _conventions():
 
 def _function(prog):
     graph = prog.graph
-    lines = [f"/* {prog.name}: {prog.description}", " *"]
+    lines = [f"/* {prog.name}: {prog.description}", " *",
+             f" * Element counts: {prog.name.upper()}_X<k>_SIZE, {prog.name.upper()}_Y<k>_SIZE."]
     for k, (spec, path) in enumerate(zip(prog.inputs, _input_paths(graph))):
         lines.append(f" *   x{k}: {_c_type(spec)}[{_count(spec)}]  "
                      f"{printing.format_spec(spec)}{path}")
@@ -69,6 +70,10 @@ def _function(prog):
     args = [f"const {_c_type(s)} *x{k}" for k, s in enumerate(prog.inputs)]
     args += [f"{_c_type(s)} *y{k}" for k, s in enumerate(prog.outputs)]
     lines.append(f"int64_t {prog.name}({', '.join(args + ['void *work'])});")
+    lines += [f"#define {prog.name.upper()}_X{k}_SIZE {_count(s)}"
+              for k, s in enumerate(prog.inputs)]
+    lines += [f"#define {prog.name.upper()}_Y{k}_SIZE {_count(s)}"
+              for k, s in enumerate(prog.outputs)]
     lines += _comment(f"Bytes of scratch memory {prog.name} uses.") + [
               f"int64_t {prog.name}_work_bytes(void);"]
     return lines

@@ -98,7 +98,8 @@ def _system_folder(folder):
 def link_command(linker, obj, out, extra):
     """The command linking object `obj` into shared library `out`."""
     driver = linker.command if linker is not None else ["cc"]
-    return driver + ["-shared", "-o", out, obj] + extra
+    soname = f"-Wl,-soname,{os.path.basename(out)}"  # programs find it by name, not path
+    return driver + ["-shared", "-o", out, obj, soname] + extra
 
 
 def link(linker, obj, out, extra):

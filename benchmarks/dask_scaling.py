@@ -4,8 +4,10 @@ examples/dask_gradients.py's chunked gradient on two worker processes against on
 Both clusters (one worker; two workers; one thread and one native thread per worker)
 start first and compile (the first run, timed apart); then the timed runs take turns,
 one-worker and two-worker, so both see the same drift of a machine whose cores other
-work also uses. Printed: each run's seconds, the median ratio two / one, and each
-worker's compiles. The target is <= 0.6 on two cores.
+work also uses. Printed: each run's seconds, the median ratio two / one, the cores the
+workers got (their CPU seconds over the wall time: under 2 for two workers means other
+processes had part of the cores) and each worker's compiles. The target is <= 0.6 on
+two cores.
 
     pip install dask distributed
     python benchmarks/dask_scaling.py [--chunks 16] [--rows 20000] [--rounds 5]
@@ -23,11 +25,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import dask_gradients as example  # noqa: E402
 
 
-def timed(params, X):
+def timed(client, params, X):
+    """(wall seconds, CPU seconds the workers used) of the chunked gradients."""
+    cpu0 = sum(client.run(time.process_time).values())
     t0 = time.perf_counter()
     example.total_param_gradients(X, params).compute()
     example.all_input_gradients(X, params).compute()
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    return wall, sum(client.run(time.process_time).values()) - cpu0
 
 
 def main():
@@ -40,14 +45,16 @@ def main():
     sizes = (1, 2)
     with contextlib.ExitStack() as stack:
         clients = {n: stack.enter_context(example.cluster(n)) for n in sizes}
-        first, runs = {}, {n: [] for n in sizes}
+        first, runs, cpu = {}, {n: [] for n in sizes}, {n: [] for n in sizes}
         for n in sizes:
             with clients[n].as_current():
-                first[n] = timed(params, X)  # compiles included
+                first[n] = timed(clients[n], params, X)[0]  # compiles included
         for _ in range(args.rounds):
             for n in sizes:
                 with clients[n].as_current():
-                    runs[n].append(timed(params, X))
+                    wall, seconds = timed(clients[n], params, X)
+                runs[n].append(wall)
+                cpu[n].append(seconds)
         compiles = {n: list(clients[n].run(example.compiles, example.param_gradients,
                                            example.input_gradients).values())
                     for n in sizes}
@@ -56,12 +63,16 @@ def main():
               "load_average": os.getloadavg()[0],
               "first_run_s": first, "runs_s": runs,
               "median_s": {n: statistics.median(r) for n, r in runs.items()},
+              "workers_cpu_s": cpu,
+              "cores_used": {n: statistics.median(c / w for c, w in zip(cpu[n], runs[n]))
+                             for n in sizes},
               "ratio_2_over_1": statistics.median(ratios), "ratios": ratios,
               "compiles_per_worker": compiles}
     for n in sizes:
         print(f"{n} worker(s): first run {first[n]:.2f} s (compiles included), then "
               f"median {result['median_s'][n]:.2f} s over {args.rounds} runs "
-              f"{[round(t, 2) for t in runs[n]]}")
+              f"{[round(t, 2) for t in runs[n]]}; the workers' CPU seconds / wall: "
+              f"{result['cores_used'][n]:.2f}")
     print(f"two workers / one: {result['ratio_2_over_1']:.2f} (per round "
           f"{[round(r, 2) for r in ratios]}; target <= 0.6); load average "
           f"{result['load_average']:.1f} on {result['cpus']} cpus")

@@ -92,7 +92,7 @@ def cluster(workers):
     thread each: ADKIT_NUM_THREADS=1; Dask's nanny already sets BLAS to one thread)."""
     from dask.distributed import Client, LocalCluster
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                      dashboard_address=None, env={"ADKIT_NUM_THREADS": "1"}) as c, \
+                      dashboard_address=":0", env={"ADKIT_NUM_THREADS": "1"}) as c, \
             Client(c) as client:
         yield client
 

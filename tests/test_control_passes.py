@@ -214,3 +214,33 @@ def test_hoisting_puts_the_vector_first_in_a_loop_invariant_matrix_vector_produc
     np.testing.assert_allclose(graph(h0).numpy(), loss(h0).numpy(), rtol=1e-13)
     np.testing.assert_allclose(ak.jit(ak.func.grad(loss), compile="eager")(h0).numpy(),
                                ak.func.grad(loss)(h0).numpy(), rtol=1e-12)
+
+
+def test_the_reverse_pass_reads_a_loop_invariant_matrix_along_its_rows_too():
+    """A reverse pass holds the cotangent as a [K, 1] column (W^T @ g[:, None]): it
+    becomes (g^T @ W)^T, W hoisted as a contiguous copy, like the forward's W @ h."""
+    rng = np.random.default_rng(8)
+    w = ak.tensor(rng.standard_normal((6, 6)) * 0.3)
+
+    def loss(h0):
+        h, _ = ak.scan(lambda h, _: (ak.tanh(ak.matmul(w, h)), None), h0, length=5)
+        return h.sum()
+    h0 = ak.tensor(rng.standard_normal(6))
+    graph = ak.ir.passes.dce(hoist_invariants(ak.trace(ak.func.grad(loss), h0)))
+    graph.validate()
+    products = 0  # of the matrix (a hoisted copy, an input of the body) and a vector
+    for plan in _scan_plans(graph):
+        body = plan.body
+        for m in body.op_nodes():
+            if body.nx.nodes[m]["op"] is ak.ir.ops.Matmul:
+                (_, first, _), (_, second, _) = body.args_of(m)
+                assert body.specs_of(first)[0].shape != (6, 6)  # never the matrix first
+                if body.specs_of(second)[0].shape == (6, 6):
+                    assert body.specs_of(first)[0].shape in ((6,), (1, 6))
+                    assert body.nx.nodes[second]["kind"] == "input"
+                    products += 1
+    assert products == 2  # forward and reverse
+    np.testing.assert_allclose(graph(h0).numpy(), ak.func.grad(loss)(h0).numpy(),
+                               rtol=1e-12)
+    np.testing.assert_allclose(ak.jit(ak.func.grad(loss), compile="eager")(h0).numpy(),
+                               ak.func.grad(loss)(h0).numpy(), rtol=1e-12)

@@ -46,10 +46,12 @@ def _hoist_node(graph, n):
 
 
 def _vector_first(body, invariant):
-    """`matrix @ vector` with a loop-invariant matrix becomes `vector @ matrix^T`: the
-    transpose is invariant, so it is hoisted and enters the loop as a contiguous copy
-    (`_in_memory_order`), and each step's product reads it along its rows, the order
-    native kernels vectorize (reading the matrix down its columns cost 5x per step)."""
+    """`matrix @ vector` with a loop-invariant matrix becomes `vector @ matrix^T`, and
+    `matrix @ column` (a [K, 1] matrix: how reverse passes hold a cotangent) becomes
+    `(column^T @ matrix^T)^T`: the transpose is invariant, so it is hoisted and enters
+    the loop as a contiguous copy (`_in_memory_order`), and each step's product reads it
+    along its rows, the order native kernels vectorize (reading the matrix down its
+    columns cost 5x per step). The column's transposes only move a unit dim: free."""
     rewrites = []
     for m in body.op_nodes():
         d = body.nx.nodes[m]
@@ -58,20 +60,32 @@ def _vector_first(body, invariant):
             continue
         (_, a, a_out), (_, v, v_out) = args
         a_spec, v_spec = body.specs_of(a)[a_out], body.specs_of(v)[v_out]
-        if a in invariant and len(a_spec.shape) == 2 and len(v_spec.shape) == 1:
-            rewrites.append((m, (a, a_out), (v, v_out), a_spec))
+        column = len(v_spec.shape) == 2 and v_spec.shape[1] == 1
+        if a in invariant and len(a_spec.shape) == 2 and (len(v_spec.shape) == 1 or column):
+            rewrites.append((m, (a, a_out), (v, v_out), column))
     if not rewrites:
         return body
     g = body.copy()
-    for m, matrix, vector, spec in rewrites:
-        transposed = g.add_op_node(Transpose, {0: matrix}, {"dim0": -2, "dim1": -1},
-                                   [type(spec)(spec.shape[::-1], spec.dtype)],
-                                   g.nx.nodes[m].get("source"))
+    for m, matrix, vector, column in rewrites:
+        source = g.nx.nodes[m].get("source")
+        transposed = _transpose(g, matrix, source)
+        if column:  # a new product of the transposes; m's readers read it transposed back
+            row = _transpose(g, vector, source)
+            product = g.add_op_node(Matmul, {0: (row, 0), 1: (transposed, 0)}, {},
+                                    source=source)
+            redirect(g, (m, 0), (_transpose(g, (product, 0), source), 0))
+            g.nx.remove_node(m)
+            continue
         for u, _, k in list(g.nx.in_edges(m, keys=True)):
             g.nx.remove_edge(u, m, key=k)
         g.nx.add_edge(vector[0], m, key=0, pos=0, out=vector[1])
         g.nx.add_edge(transposed, m, key=1, pos=1, out=0)
     return g
+
+
+def _transpose(graph, value, source):
+    """A node transposing the last two dims of 2-d `value` ((node, out))."""
+    return graph.add_op_node(Transpose, {0: value}, {"dim0": -2, "dim1": -1}, source=source)
 
 
 def _in_memory_order(graph, value):

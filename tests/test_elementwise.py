@@ -9,6 +9,7 @@ import pytest
 
 import adkit as ak
 from adkit.ops.special import erf_float64
+from adkit.autograd.node import NOT_TENSOR
 
 from ._op_cases import op_cases
 from .op_db import to_tensor_args
@@ -486,8 +487,8 @@ def _node_tangents(node, args, rng):
     """One tangent per forward parameter of `node`: random for the float tensor args it
     was called with directly, None elsewhere; None if an arg reached it otherwise."""
     variables = [getattr(fn, "variable", None) for fn, _ in node.next_functions]
-    tensor_params = [i for i, meta in enumerate(node._input_meta) if meta is not None]
-    tangents, directions = [None] * len(node._input_meta), {}
+    tensor_params = [i for i, edge in enumerate(node._edges) if edge is not NOT_TENSOR]
+    tangents, directions = [None] * len(node._edges), {}
     for param, var in zip(tensor_params, variables):
         if var is None:
             continue

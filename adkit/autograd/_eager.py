@@ -15,7 +15,8 @@ import numpy as np
 from ..tensor import Tensor, _make
 from .anomaly_mode import STATE as ANOMALY, record_forward_trace
 from .grad_mode import STATE
-from .node import SEQUENCE, before_in_place_write, grad_accumulator, pack_saved
+from .node import (NO_EDGE, NOT_TENSOR, SEQUENCE, before_in_place_write, grad_accumulator,
+                   pack_saved)
 from .views import ViewFn, rebase_history, refresh_views, register_view
 
 
@@ -206,10 +207,11 @@ def _wrap_array(arr, args):
 
 
 def _link_inputs(ctx, args):
-    """Before forward: the node's edges to its inputs' nodes (taken before any in-place
-    change rebases them), `needs_input_grad`, and what backward's results must match.
-    NB: one loop with appends; three comprehensions cost twice as much here."""
-    edges, metas, needs = [], [], []
+    """Before forward: the node's edge for each argument (taken before any in-place
+    change rebases them) and `needs_input_grad`. A non-tensor argument gets the edge
+    NOT_TENSOR, so that backward's results (one per argument) line up with the edges.
+    NB: one loop with appends; comprehensions cost twice as much here."""
+    edges, needs = [], []
     for a in args:
         if isinstance(a, Tensor):
             fn = a._grad_fn
@@ -220,16 +222,13 @@ def _link_inputs(ctx, args):
                 edges.append((grad_accumulator(a), 0))
                 needs.append(True)
             else:
-                edges.append(_NO_EDGE)
+                edges.append(NO_EDGE)
                 needs.append(False)
-            data = a._data
-            metas.append((data.shape, data.dtype))
         else:
-            metas.append(None)
+            edges.append(NOT_TENSOR)
             needs.append(False)
-    ctx.next_functions = tuple(edges)
+    ctx._edges = tuple(edges)
     ctx.needs_input_grad = tuple(needs)
-    ctx._input_meta = metas
     ctx._sequence_nr = next(SEQUENCE)
     if ANOMALY.enabled:
         record_forward_trace(ctx)
@@ -292,9 +291,6 @@ def _finish(cls, ctx, args, outputs, requires):
     return tuple(outs) if is_tuple else outs[0]
 
 
-_NO_EDGE = (None, 0)
-
-
 def _move_retained_grad(tensor, new_node, output_nr):
     """A tensor that retains its grad and was written in place retains the gradient of
     its new value (PyTorch): the retain hook moves from its old node to the new one."""
@@ -309,8 +305,8 @@ def _move_retained_grad(tensor, new_node, output_nr):
 
 
 def _tensor_positions(args):
-    """{id(tensor): its index among the tensor arguments} (next_functions order)."""
-    return {id(a): i for i, a in enumerate(a for a in args if isinstance(a, Tensor))}
+    """{id(tensor): its argument position} (the order of the node's edges)."""
+    return {id(a): i for i, a in enumerate(args) if isinstance(a, Tensor)}
 
 
 def _requires_flags(args):

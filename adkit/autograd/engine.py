@@ -15,7 +15,7 @@ import numpy as np
 from ..tensor import Tensor, _make
 from . import anomaly_mode
 from .grad_mode import STATE
-from .node import AccumulateGrad, accumulate_into, gradient_edge
+from .node import NOT_TENSOR, AccumulateGrad, accumulate_into, gradient_edge
 
 
 class _EngineState(threading.local):
@@ -200,7 +200,7 @@ def _count_dependencies(root_nodes):
             roots.append(root)
     stack = list(roots)
     while stack:
-        for child, _ in stack.pop().next_functions:
+        for child, _ in stack.pop()._edges:
             if child is None:
                 continue
             if child in deps:
@@ -222,7 +222,7 @@ def _discover(root_nodes, captures):
         if root in deps:
             continue
         deps[root] = 0
-        stack = [(root, iter(root.next_functions))]
+        stack = [(root, iter(root._edges))]
         while stack:
             node, children = stack[-1]
             for child, _ in children:
@@ -233,7 +233,7 @@ def _discover(root_nodes, captures):
                         deps[child] += 1
                     continue
                 deps[child] = 1 if count_now else 0
-                stack.append((child, iter(child.next_functions)))
+                stack.append((child, iter(child._edges)))
                 break
             else:
                 stack.pop()
@@ -243,10 +243,10 @@ def _discover(root_nodes, captures):
         needed = {}
         for node in order:  # children come first, so their flag is already known
             needed[node] = node in captures or any(
-                c is not None and needed[c] for c, _ in node.next_functions)
+                c is not None and needed[c] for c, _ in node._edges)
         for node in order:
             if needed[node]:
-                for child, _ in node.next_functions:
+                for child, _ in node._edges:
                     if child is not None and needed[child]:
                         deps[child] += 1
     order.reverse()
@@ -271,16 +271,25 @@ def _execute(ready, buffers, deps, needed, tiebreak, captures, captured, accumul
                         node._release()
                     break
             else:
-                outs = (None,) * len(node.next_functions)
+                outs = (None,) * len(node._edges)
         elif anomaly:
             outs = _evaluate_with_anomaly_checks(node, grads, captures, captured,
                                                  accumulate, keep_graph)
         else:
             outs = _evaluate(node, grads, captures, captured, accumulate, keep_graph)
-        for (child, nr), g in zip(node.next_functions, outs):
-            if child is None or (pruned and not needed[child]):
+        for edge, g in zip(node._edges, outs):
+            child, nr = edge
+            if child is None:
+                if g is not None and edge is NOT_TENSOR:
+                    raise _non_tensor_gradient(node, outs, edge, g)
+                continue
+            if pruned and not needed[child]:
                 continue
             if g is not None:
+                shape, dtype = child._output_meta[nr]
+                if type(g) is not Tensor or g._data.dtype is not dtype or \
+                        g._data.shape != shape:  # NB: identity first: the cheap common case
+                    g = _validated(node, _position(node, outs, edge, g), g, shape, dtype)
                 if anomaly:
                     anomaly_mode.record_sender(child, node)
                 buf = buffers.get(child)
@@ -294,6 +303,41 @@ def _execute(ready, buffers, deps, needed, tiebreak, captures, captured, accumul
                 heappush(ready, (-child._sequence_nr, tiebreak, child))
 
 
+def _validated(node, i, g, shape, dtype):
+    """Gradient i a node returned, checked against the output it flows into (PyTorch's
+    validate_outputs): a broadcast gradient is summed back to the shape, the dtype cast."""
+    if not isinstance(g, Tensor):
+        raise RuntimeError(f"function {node.name()} returned a gradient of type "
+                           f"{type(g).__name__} at index {i}: expected Variable or None")
+    if g._data.shape != shape:
+        if not _expandable_to(shape, g._data.shape):
+            raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index "
+                               f"{i} - got {list(g._data.shape)} but expected shape "
+                               f"compatible with {list(shape)}")
+        g = g.sum_to_size(shape)
+    if g._data.dtype != dtype:
+        g = g.to(dtype)
+    return g
+
+
+def _expandable_to(shape, desired):
+    if len(shape) > len(desired):
+        return False
+    return all(s == d or s == 1 for s, d in zip(reversed(shape), reversed(desired)))
+
+
+def _position(node, outs, edge, g):
+    """Which of the node's results g is, on its way along edge (for messages)."""
+    return next(k for k, (e, o) in enumerate(zip(node._edges, outs)) if e is edge and o is g)
+
+
+def _non_tensor_gradient(node, outs, edge, g):
+    i = _position(node, outs, edge, g)
+    return RuntimeError(f"function {node.name()} returned a gradient different than None at "
+                        f"position {i + 1}, but the corresponding forward input was not a "
+                        "Variable")
+
+
 def _all_none(grads):
     # NB: not grads.count(None): that compares with ==, which is elementwise on tensors
     for g in grads:
@@ -303,7 +347,7 @@ def _all_none(grads):
 
 
 def _evaluate(node, grads, captures, captured, accumulate, keep_graph):
-    """Hooks, capture, then the node itself; returns gradients for next_functions."""
+    """Hooks, capture, then the node itself; returns one gradient per edge."""
     if node._tensor_pre_hooks is not None or node._retain_grad_hooks is not None:
         _run_tensor_hooks(node, grads)
     if captures is not None and node in captures:
@@ -316,27 +360,57 @@ def _evaluate(node, grads, captures, captured, accumulate, keep_graph):
         if not accumulate and isinstance(node, AccumulateGrad):
             return ()
     if _all_none(grads):
-        return (None,) * len(node.next_functions)
+        return (None,) * len(node._edges)
     if node._pre_hooks:
         for hook in list(node._pre_hooks.values()):
             result = hook(tuple(grads))
             if result is not None:
                 grads = list(result)
-    outs = node._run(grads)
+    outs = _validate_outputs(node, node._run(grads))
     if node._post_hooks:
-        for hook in list(node._post_hooks.values()):
-            result = hook(tuple(outs), tuple(grads))
-            if result is not None:
-                outs = list(result)
+        outs = _run_post_hooks(node, outs, grads)
     if not keep_graph:
         node._release()
     return outs
 
 
+def _validate_outputs(node, outs):
+    """Each gradient checked against what it flows into, as _execute checks it on the
+    way; here first, so that post hooks and anomaly mode see the checked gradients."""
+    checked = list(outs)
+    for k, (edge, g) in enumerate(zip(node._edges, outs)):
+        child, nr = edge
+        if g is None:
+            continue
+        if child is None:
+            if edge is NOT_TENSOR:
+                raise _non_tensor_gradient(node, outs, edge, g)
+            continue
+        checked[k] = _validated(node, k, g, *child._output_meta[nr])
+    return checked
+
+
+def _tensor_outs(node, outs):
+    """The gradients for the node's tensor inputs (next_functions), as PyTorch's hooks and
+    messages count them."""
+    return tuple(g for g, e in zip(outs, node._edges) if e is not NOT_TENSOR)
+
+
+def _run_post_hooks(node, outs, grads):
+    """Node hooks `hook(grad_inputs, grad_outputs)`; a returned tuple replaces grad_inputs."""
+    grad_inputs = _tensor_outs(node, outs)
+    for hook in list(node._post_hooks.values()):
+        result = hook(grad_inputs, tuple(grads))
+        if result is not None:
+            grad_inputs = tuple(result)
+    per_tensor = iter(grad_inputs)
+    return [None if e is NOT_TENSOR else next(per_tensor, None) for e in node._edges]
+
+
 def _evaluate_with_anomaly_checks(node, grads, *args):
     try:
         outs = _evaluate(node, grads, *args)
-        anomaly_mode.check_node(node, outs, grads)
+        anomaly_mode.check_node(node, _tensor_outs(node, outs), grads)
     except Exception:
         anomaly_mode.warn_backward_error(node)
         raise

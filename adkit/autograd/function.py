@@ -130,6 +130,8 @@ class BackwardCFunction(Node, FunctionCtx, _HookMixin):
             self._freed = True
 
     def _run(self, grads):
+        """One gradient per edge (per forward argument) from the gradients of the
+        outputs. The engine checks each against the node it flows into."""
         if self.materialize_grads:
             for g in grads:
                 if g is None:
@@ -140,25 +142,11 @@ class BackwardCFunction(Node, FunctionCtx, _HookMixin):
         if user_fn is None:
             user_fn = type(self)._resolve_backward()
         result = user_fn(self, *grads)
-        metas = self._input_meta
         if type(result) is not tuple:
             result = (result,)
-        if len(result) == len(metas):  # fast path: every gradient already right
-            checked = []
-            for g, meta in zip(result, metas):
-                if meta is None:
-                    if g is not None:
-                        break
-                elif g is None:
-                    checked.append(g)
-                elif type(g) is Tensor and g._data.shape == meta[0] and \
-                        g._data.dtype == meta[1]:
-                    checked.append(g)
-                else:
-                    break
-            else:
-                return checked
-        return _check_backward_result(self, result)
+        if len(result) != len(self._edges):
+            result = _trimmed(self, result)
+        return result
 
 
 def _zeros(meta):
@@ -166,52 +154,14 @@ def _zeros(meta):
     return _make(np.zeros(shape, dtype))
 
 
-def _check_backward_result(node, result):
-    """Validate what backward returned (PyTorch's validate_outputs) and keep one gradient
-    per differentiable input, in `next_functions` order."""
-    if not isinstance(result, tuple):
-        result = (result,)
-    metas = node._input_meta
-    n = len(metas)
-    if len(result) != n:
-        if len(result) < n or any(g is not None for g in result[n:]):
-            raise RuntimeError(f"function {node.name()} returned an incorrect number of "
-                               f"gradients (expected {n}, got {len(result)})")
-        result = result[:n]
-    grads = []
-    for i, (g, meta) in enumerate(zip(result, metas)):
-        if meta is None:
-            if g is not None:
-                raise RuntimeError(f"function {node.name()} returned a gradient different "
-                                   f"than None at position {i + 1}, but the corresponding "
-                                   "forward input was not a Variable")
-            continue
-        if g is not None:
-            g = _check_one_grad(node, i, g, meta)
-        grads.append(g)
-    return grads
-
-
-def _check_one_grad(node, i, g, meta):
-    shape, dtype = meta
-    if not isinstance(g, Tensor):
-        raise RuntimeError(f"function {node.name()} returned a gradient of type "
-                           f"{type(g).__name__} at index {i}: expected Variable or None")
-    if g._data.shape != shape:
-        if not _expandable_to(shape, g._data.shape):
-            raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index "
-                               f"{i} - got {list(g._data.shape)} but expected shape "
-                               f"compatible with {list(shape)}")
-        g = g.sum_to_size(shape)
-    if g._data.dtype != dtype:
-        g = g.to(dtype)
-    return g
-
-
-def _expandable_to(shape, desired):
-    if len(shape) > len(desired):
-        return False
-    return all(s == d or s == 1 for s, d in zip(reversed(shape), reversed(desired)))
+def _trimmed(node, result):
+    """What backward returned, one gradient per argument (PyTorch's check: extra
+    gradients are allowed if they are None)."""
+    n = len(node._edges)
+    if len(result) < n or any(g is not None for g in result[n:]):
+        raise RuntimeError(f"function {node.name()} returned an incorrect number of "
+                           f"gradients (expected {n}, got {len(result)})")
+    return result[:n]
 
 
 class FunctionMeta(type):
@@ -224,6 +174,8 @@ class FunctionMeta(type):
         backward_cls._autograd_function_id = next(AUTOGRAD_FUNCTION_COUNTER)
         backward_cls._compiled_autograd_should_lift = attrs.get(
             "_compiled_autograd_should_lift", True)
+        for attr, value in getattr(cls, "ctx_defaults", {}).items():
+            setattr(backward_cls, attr, value)  # what ctx reads when setup_context set none
         cls._backward_cls = backward_cls
         super().__init__(name, bases, attrs)
         cls._binding = None  # (n_positional, Signature) computed on first apply

@@ -18,11 +18,21 @@ SEQUENCE = itertools.count()
 _LAST = 2 ** 62  # AccumulateGrad runs as soon as it is ready, like PyTorch's
 
 
-class Node:
-    """A node of the backward graph. `next_functions[i]` is `(node, output_nr)` for the
-    i-th differentiable input of the forward op (None where it needs no gradient)."""
+# A node's edge for an argument that needs no gradient; NOT_TENSOR (equal, but a
+# different object: not a literal, which the compiler would share) marks an argument
+# that was no tensor at all.
+NO_EDGE = (None, 0)
+NOT_TENSOR = tuple([None, 0])
 
-    next_functions = ()
+
+class Node:
+    """A node of the backward graph. `_edges[i]` is `(node, output_nr)` for the i-th
+    argument of the forward op (`(None, 0)` where it needs no gradient); its `_run`
+    returns one gradient per edge. `_output_meta[i]` is `(shape, dtype)` of output i:
+    what the gradients flowing into it must be (the engine checks them)."""
+
+    _edges = ()
+    _output_meta = ()
     _num_outputs = 1
     _pre_hooks = None
     _post_hooks = None
@@ -36,6 +46,11 @@ class Node:
 
     def name(self):
         return type(self).__name__
+
+    @property
+    def next_functions(self):
+        """`(node, output_nr)` for each tensor input of the forward op (PyTorch's)."""
+        return tuple(e for e in self._edges if e is not NOT_TENSOR)
 
     @property
     def metadata(self):
@@ -93,6 +108,11 @@ class AccumulateGrad(Node):
 
     def __init__(self, variable):
         self.variable = variable
+
+    @property
+    def _output_meta(self):
+        data = self.variable._data
+        return ((data.shape, data.dtype),)
 
     def _tensor_hooks(self, output_nr):
         return self.variable._hooks

@@ -9,7 +9,7 @@ ops say `is_view`; _eager.py records them).
 import weakref
 
 from .grad_mode import enable_grad
-from .node import SEQUENCE, Node, gradient_edge
+from .node import NO_EDGE, SEQUENCE, Node, gradient_edge
 
 
 class ViewFn:
@@ -35,13 +35,14 @@ class CopySlices(Node):
     gradient of the base is the incoming gradient, with the view's region replaced by
     what fn's backward gives for its modified input."""
 
-    def __init__(self, base_edge, view_fn, fn, dirty_index):
+    def __init__(self, base_edge, view_fn, fn, dirty_index, base_meta):
         self.view_fn = view_fn
         self.fn = fn
         self.dirty_index = dirty_index
-        edges = list(fn.next_functions)
+        edges = list(fn._edges)
         edges[dirty_index] = base_edge
-        self.next_functions = tuple(edges)
+        self._edges = tuple(edges)
+        self._output_meta = (base_meta,)
         self._sequence_nr = next(SEQUENCE)
 
     def name(self):
@@ -69,13 +70,14 @@ def rebase_history(view, fn):
     node (the base now holds the new values)."""
     base = view._base
     dirty_index = _tensor_position(fn, view)
-    base_edge = gradient_edge(base) if base._requires_grad else (None, 0)
-    node = CopySlices(base_edge, view._view_fn or _identity, fn, dirty_index)
+    base_edge = gradient_edge(base) if base._requires_grad else NO_EDGE
+    node = CopySlices(base_edge, view._view_fn or _identity, fn, dirty_index,
+                      (base._data.shape, base._data.dtype))
     base._grad_fn, base._output_nr, base._requires_grad = node, 0, True
 
 
 def _tensor_position(fn, view):
-    """Which of fn's tensor inputs (next_functions order) is the modified view."""
+    """Which of fn's arguments (its edges' order) is the modified view."""
     return fn._dirty_positions[id(view)]
 
 

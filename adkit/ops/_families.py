@@ -103,12 +103,16 @@ class UnaryElementwise(ArrayFunction):
         """Batching rule: elementwise, so the batch dim stays where it is."""
         return cls.apply(x), in_dims[0]
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._saves_x, cls._saves_out = "x" in cls.saves, "out" in cls.saves
+
     @staticmethod
     def setup_context(ctx, inputs, output):
-        saves = ctx._forward_cls.saves
-        if saves:  # NB: to_save set directly: known to be tensors
-            ctx.to_save = (inputs[0] if "x" in saves else None,
-                           output if "out" in saves else None)
+        cls = ctx._forward_cls
+        if cls.saves:  # NB: to_save set directly: known to be tensors
+            ctx.to_save = (inputs[0] if cls._saves_x else None,
+                           output if cls._saves_out else None)
 
     @staticmethod
     def derivative(x, out):
@@ -141,6 +145,7 @@ class BinaryElementwise(ArrayFunction):
 
     saves = ("x", "y", "out")
     only_for_other = ()
+    ctx_defaults = {"constants": (None, None)}  # set only when an operand is a number
 
     # from partials(x, y, out): constants (add) linear, (y, x) (mul) bilinear
     curvature = _sparsity.CurvatureOfFormula("partials", 2)
@@ -162,21 +167,34 @@ class BinaryElementwise(ArrayFunction):
                              f"{x_shape} {y_shape}") from None
         return _spec_array(cls.forward(_tiny(x), _tiny(y)), shape)
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # for x and for y: (whether dz/dx reads it, whether dz/dy reads it)
+        own_x, own_y = ("x" not in cls.only_for_other, "y" not in cls.only_for_other)
+        cls._readers = ((own_x, True) if "x" in cls.saves else (False, False),
+                        (True, own_y) if "y" in cls.saves else (False, False))
+        cls._saves_out = "out" in cls.saves
+
     @staticmethod
     def setup_context(ctx, inputs, output):
-        saves = ctx._forward_cls.saves
+        """Save an operand only when a gradient that reads it is needed, as PyTorch
+        does (so writing the other operand in place later is no error); keep Python
+        numbers as constants, and the output shape for the jvp."""
+        cls = ctx._forward_cls
         x, y = inputs
-        x_is_tensor, y_is_tensor = isinstance(x, Tensor), isinstance(y, Tensor)
-        if saves:  # NB: to_save is set directly: these are known to be tensors or None
-            alone = ctx._forward_cls.only_for_other
-            ctx.to_save = (x if x_is_tensor and "x" in saves and
-                           (y_is_tensor or "x" not in alone) else None,
-                           y if y_is_tensor and "y" in saves and
-                           (x_is_tensor or "y" not in alone) else None,
-                           output if "out" in saves else None)
-        ctx.constants = (None if x_is_tensor else x, None if y_is_tensor else y)
-        ctx.shapes = (x._data.shape if x_is_tensor else (),
-                      y._data.shape if y_is_tensor else (), output._data.shape)
+        x_tensor, y_tensor = isinstance(x, Tensor), isinstance(y, Tensor)
+        if not (x_tensor and y_tensor):
+            ctx.constants = (None if x_tensor else x, None if y_tensor else y)
+        needs = ctx.needs_input_grad  # (an in-place op's has a third, hidden input)
+        need_x, need_y = needs[0], needs[1]
+        (x_for_x, x_for_y), (y_for_x, y_for_y) = cls._readers
+        if not (x_tensor and (x_for_x and need_x or x_for_y and need_y)):
+            x = None
+        if not (y_tensor and (y_for_x and need_x or y_for_y and need_y)):
+            y = None
+        if x is not None or y is not None or cls._saves_out:
+            ctx.to_save = (x, y, output if cls._saves_out else None)
+        ctx.out_shape = output._data.shape
 
     @staticmethod
     def partials(x, y, out):
@@ -201,20 +219,17 @@ class BinaryElementwise(ArrayFunction):
 
     @staticmethod
     def backward(ctx, grad_out):
+        """NB: a gradient broadcast to the output's shape is summed back to its input's
+        by the engine (PyTorch's validate_outputs does the same)."""
         needs = ctx.needs_input_grad
-        saved_x, saved_y, out = ctx.saved_tensors or (None, None, None)
-        const_x, const_y = ctx.constants
-        dx, dy = ctx._forward_cls.partials(const_x if saved_x is None else saved_x,
-                                           const_y if saved_y is None else saved_y, out)
-        shapes = ctx.shapes
-        grad_x = _unbroadcast(_scale(grad_out, dx), shapes[0]) if needs[0] else None
-        grad_y = _unbroadcast(_scale(grad_out, dy), shapes[1]) if needs[1] else None
-        return grad_x, grad_y
+        dx, dy = ctx._forward_cls.partials(*BinaryElementwise._saved_operands(ctx))
+        return (_scale(grad_out, dx) if needs[0] else None,
+                _scale(grad_out, dy) if needs[1] else None)
 
     @staticmethod
     def jvp(ctx, x_t, y_t):
         dx, dy = ctx._forward_cls.partials(*BinaryElementwise._saved_operands(ctx))
-        out_shape = ctx.shapes[2]
+        out_shape = ctx.out_shape
         terms = [_scale(t, d) for t, d in ((x_t, dx), (y_t, dy)) if t is not None]
         terms = [t for t in terms if t is not None]
         if not terms:

@@ -50,10 +50,15 @@ def as_float_array(x):
 def cast_result(result, a, b):
     """Cast a binary numpy result to PyTorch's promoted dtype of the operands."""
     if type(a) is np.ndarray:
+        want = a.dtype
         if type(b) is np.ndarray:
-            want = a.dtype if a.dtype == b.dtype else dtypes.result_type(a, b).np
-        elif type(b) is float and a.dtype.kind == "f":
-            want = a.dtype  # a float tensor keeps its dtype next to a Python float
+            other = b.dtype
+            if other is want and type(result) is np.ndarray and result.dtype is want:
+                return result  # NB: the common case, found by identity (cheapest)
+            if other != want:
+                want = dtypes.result_type(a, b).np
+        elif type(b) is float and want.kind == "f":
+            pass  # a float tensor keeps its dtype next to a Python float
         else:
             want = dtypes.result_type(a, b).np
     elif type(b) is np.ndarray and type(a) is float and b.dtype.kind == "f":

@@ -119,7 +119,8 @@ class Div(BinaryElementwise):
         if not isinstance(y, Tensor):  # a Python number: IEEE division (1/0 = inf), as
             with np.errstate(divide="ignore"):  # the forward does
                 return np.float64(1.0) / np.float64(y), None
-        return 1 / y, -x / (y * y)
+        # x is saved only when y needs a gradient (only_for_other)
+        return 1 / y, None if x is None else -x / (y * y)
 
 
 def _result_dtype(x, y):

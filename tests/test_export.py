@@ -115,6 +115,15 @@ def test_export_scan_with_outputs_per_step(tmp_path):
     assert_round_trip(tmp_path, f, rand(3), rand(12, 3, seed=1), rand(3, 3, seed=2))
 
 
+@pytest.mark.parametrize("positive", [True, False])
+def test_export_cond_and_while_loop(tmp_path, positive):
+    def f(x):
+        y = ak.cond(x.sum() > 0, lambda v: v.exp(), lambda v: v * v, x)
+        return ak.while_loop(lambda c: c[0].sum() < 100.0, lambda c: (c[0] * 1.5 + 1.0,), (y,))
+    x = rand(5).abs() * (1.0 if positive else -1.0)
+    assert_round_trip(tmp_path, f, x)
+
+
 def test_export_integer_indices_and_bool_outputs(tmp_path):
     def f(x, i):
         picked = x[i]
@@ -161,14 +170,16 @@ def test_export_every_compiled_signature(tmp_path):
         assert code == 0 and got == pytest.approx(float(jitted(x)), rel=1e-12)
 
 
-@pytest.mark.parametrize("choice", ["loops", "numpy's OpenBLAS"])
+@pytest.mark.parametrize("choice", ["loops", "numpy", "scipy"])
 def test_export_blas_choices(tmp_path, monkeypatch, choice):
+    """Own loops; the OpenBLAS in numpy's wheel (64-bit sizes, the very names in-process
+    code calls); scipy's (32-bit sizes: called through a wrapper)."""
     if choice == "loops":
         monkeypatch.setenv("ADKIT_EXPORT_BLAS", "loops")
     else:
-        path = _numpy_openblas()
+        path = _bundled_openblas(choice)
         if path is None:
-            pytest.skip("numpy ships no OpenBLAS here")
+            pytest.skip(f"no {choice} wheel with an OpenBLAS of its own here")
         monkeypatch.setenv("ADKIT_EXPORT_BLAS", path)
     x, w = rand(130, 70), rand(70, 90, seed=1)
     lib = assert_round_trip(tmp_path, lambda x, w: (x @ w, x.T @ (x @ w)), x, w)
@@ -176,8 +187,9 @@ def test_export_blas_choices(tmp_path, monkeypatch, choice):
     assert ("own register-tiled loops" in header) == (choice == "loops")
 
 
-def _numpy_openblas():
-    libs = os.path.join(os.path.dirname(np.__file__), "..", "numpy.libs")
+def _bundled_openblas(package):
+    module = pytest.importorskip(package)
+    libs = os.path.join(os.path.dirname(module.__file__), "..", f"{package}.libs")
     found = sorted(p for p in os.listdir(libs) if "openblas" in p) \
         if os.path.isdir(libs) else []
     return os.path.realpath(os.path.join(libs, found[0])) if found else None

@@ -14,6 +14,7 @@ It is built for this machine's CPU (its vector extensions), like in-process code
 """
 import os
 import re
+import shlex
 
 import llvmlite.binding as llvm
 from llvmlite import ir
@@ -35,14 +36,7 @@ def export_jitted(jitted, path, example_args, name=None):
     linker = export_link.find_linker()
     libmvec = export_link.has_libmvec(linker)
     blas = export_blas.find_blas()
-    _, vector_bytes = runtime.host_vector_isa()
-    token = scalar.WITHOUT_LIBMVEC.set(not libmvec)
-    try:
-        programs = [Program(n, c.graph) for n, c in zip(names, compiled)]
-        export_blas.check_sizes(blas, programs)
-        modules = [_program_module(prog, blas, vector_bytes) for prog in programs]
-    finally:
-        scalar.WITHOUT_LIBMVEC.reset(token)
+    programs, modules = _programs(compiled, names, blas, libmvec)
     for prog in programs:
         prog.description = f"ak.jit({jitted.name}) on arguments {prog.graph.in_tree}"
     api = [f"{library}_set_threads"] + [s for p in programs
@@ -53,17 +47,36 @@ def export_jitted(jitted, path, example_args, name=None):
         raise ExportError(f"cannot export: {', '.join(clash)} would hide the library "
                           "function of that name; choose another name=")
     extra = export_link.libraries(undefined, blas)
-    notes = _notes(blas, libmvec, undefined, extra)
     with open(base + ".h", "w") as f:
-        f.write(header(library, programs, notes))
+        f.write(header(library, programs, _notes(blas, libmvec, undefined, extra)))
+    return _link(linker, base, data, extra)
+
+
+def _programs(compiled, names, blas, libmvec):
+    """(the Programs of the Compiled signatures, their llvmlite modules): vector math
+    emitted for a library with or without libmvec."""
+    _, vector_bytes = runtime.host_vector_isa()
+    token = scalar.WITHOUT_LIBMVEC.set(not libmvec)
+    try:
+        programs = [Program(n, c.graph) for n, c in zip(names, compiled)]
+        export_blas.check_sizes(blas, programs)
+        return programs, [_program_module(p, blas, vector_bytes) for p in programs]
+    finally:
+        scalar.WITHOUT_LIBMVEC.reset(token)
+
+
+def _link(linker, base, data, extra):
+    """Write base.o and link base.so from it (removing the .o); without a linker an
+    ExportError that names the object file and gives the command."""
     obj = base + ".o"
     with open(obj, "wb") as f:
         f.write(data)
     if linker is None:
         raise ExportError(
-            f"no linker found (no cc, gcc or clang on PATH, and the ziglang package is not "
-            f"installed: pip install ziglang). Wrote {obj} and {base}.h; link them with:\n"
-            f"  {' '.join(export_link.link_command(None, obj, base + '.so', extra))}")
+            "no linker found (ADKIT_EXPORT_LINKER=none, or no cc, gcc or clang on PATH "
+            f"and no ziglang package: pip install ziglang). Wrote {obj} and {base}.h; "
+            "link them with:\n  "
+            + shlex.join(export_link.link_command(None, obj, base + ".so", extra)))
     export_link.link(linker, obj, base + ".so", extra)
     os.remove(obj)
     return base + ".so"

@@ -13,7 +13,7 @@ import pytest
 
 import adkit as ak
 from adkit._pytree import tree_flatten
-from adkit.codegen import export_blas, export_link
+from adkit.codegen import export_blas, export_gemm, export_link, runtime
 from adkit.codegen.export import ExportError
 from adkit.tensor import Tensor
 
@@ -193,6 +193,45 @@ def _bundled_openblas(package):
     found = sorted(p for p in os.listdir(libs) if "openblas" in p) \
         if os.path.isdir(libs) else []
     return os.path.realpath(os.path.join(libs, found[0])) if found else None
+
+
+@pytest.fixture(scope="module")
+def own_gemm():
+    """export_gemm's float64 and float32 gemm, JIT-compiled in this process."""
+    from llvmlite import ir
+    module = ir.Module()
+    module.triple = runtime.target_machine().triple
+    _, vector_bytes = runtime.host_vector_isa()
+    for name, dtype in (("gemm64", np.float64), ("gemm32", np.float32)):
+        export_gemm.define_gemm(module, name, dtype, vector_bytes)
+    native = runtime.compile_module(module)
+    i32, i64, p = ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p
+    yield native, {dtype: native.function(name, None, i32, i32, i32, i64, i64, i64, real, p, i64,
+                                   p, i64, real, p, i64)
+            for name, dtype, real in (("gemm64", np.float64, ctypes.c_double),
+                                      ("gemm32", np.float32, ctypes.c_float))}  # alive
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("ta, tb", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_export_own_gemm_matches_numpy(own_gemm, dtype, ta, tb):
+    """Every remainder of the row and column tiles, k across depth blocks and 0, alpha
+    and beta (C not read when beta is 0: NaN there does not leak)."""
+    rng = np.random.default_rng(0)
+    tol = 1e-12 if dtype == np.float64 else 1e-4
+    for m, n, k in [(1, 1, 1), (3, 17, 5), (8, 16, 3), (15, 33, 300), (9, 7, 0),
+                    (0, 4, 4), (21, 40, 600)]:
+        for alpha, beta in ((1.0, 0.0), (1.5, 0.5)):
+            a = rng.standard_normal((k, m) if ta else (m, k)).astype(dtype)
+            b = rng.standard_normal((n, k) if tb else (k, n)).astype(dtype)
+            c = np.full((m, n), np.nan if beta == 0 else 1.0, dtype)
+            want = alpha * (a.T if ta else a).astype(np.float64) @ \
+                (b.T if tb else b).astype(np.float64) + beta * np.nan_to_num(c)
+            own_gemm[1][dtype](101, 112 if ta else 111, 112 if tb else 111, m, n, k, alpha,
+                            a.ctypes.data, a.shape[1], b.ctypes.data, b.shape[1], beta,
+                            c.ctypes.data, n)
+            scale = max(1.0, float(np.abs(want).max(initial=0)))
+            np.testing.assert_allclose(c, want, rtol=tol, atol=tol * scale)
 
 
 def test_export_without_libmvec_uses_polynomials(tmp_path, monkeypatch):

@@ -5,11 +5,12 @@ Owns: `define_gemm(module, name, dtype, vector_bytes)`, a function with the sign
 program.MatmulCall calls (cblas ?gemm, row-major, 64-bit sizes). Does not: decide when it
 is used (export_blas.py) or split products over threads (MatmulCall does, as for BLAS).
 
-The method: C (m x n) = alpha op(A) op(B) + beta C. Rows of C go in tiles of TILE_ROWS,
-columns in tiles of TILE_VECTORS vectors; a tile's sums stay in vector registers while
-the loop runs down the k terms (each term: the tile's vectors of a row of op(B), a
-broadcast element of op(A) per row, one multiply-add per accumulator). Leftover rows run
-one at a time, leftover columns one vector at a time, the last partial vector masked. When
+The method: C (m x n) = alpha op(A) op(B) + beta C. Rows of C go in tiles of 8 (4 where
+there are 16 vector registers, not 32), columns in tiles of TILE_VECTORS vectors; a
+tile's sums stay in vector registers while the loop runs down the k terms (each term:
+the tile's vectors of a row of op(B), a broadcast element of op(A) per row, one
+multiply-add per accumulator). Leftover rows make one smaller tile, leftover columns run
+one vector at a time, the last partial vector masked. When
 op(B) is a transpose its columns are not contiguous: it is first copied (packed) into a
 contiguous k x n block, so the tiles always read rows of B. Long sums go in depth blocks
 of DEPTH_BYTES per row (the first block stores into C, the next ones add), so the part
@@ -23,8 +24,7 @@ from . import masked
 from .kernels import I32, I64, PTR, for_loop, splat
 from .program import _declare
 
-TILE_ROWS = 4
-TILE_VECTORS = 2
+TILE_VECTORS = 2  # and rows: 8 with 32 vector registers (AVX-512), else 4 (of 16)
 DEPTH_BYTES = 2048  # terms per depth block: 256 float64s (a 4-row tile's A: 8 KiB)
 NO_TRANS = 111  # CblasNoTrans (the only order is CblasRowMajor, as MatmulCall calls it)
 VOID = ir.VoidType()
@@ -50,6 +50,7 @@ class _Gemm:
     def __init__(self, b, module, itemsize, lanes, args):
         self.b, self.module, self.itemsize, self.lanes = b, module, itemsize, lanes
         self.elem = ir.DoubleType() if itemsize == 8 else ir.FloatType()
+        self.tile_rows = 8 if lanes * itemsize >= 64 else 4
         self.vec = ir.VectorType(self.elem, lanes)
         (_, ta, tb, self.m, self.n, self.k, self.alpha, self.a, lda, self.b_ptr, ldb,
          self.beta, self.c, self.ldc) = args
@@ -81,9 +82,19 @@ class _Gemm:
                                                 self.k), b.add(p, ir.Constant(I64, depth)),
                                   self.k))
         self.first = b.icmp_signed("==", p, ir.Constant(I64, 0))
-        rows_done = for_loop(b, ir.Constant(I64, 0), self._last_start(self.m, TILE_ROWS),
-                             TILE_ROWS, lambda i: self._row_tile(i, TILE_ROWS))
-        for_loop(b, rows_done, self.m, 1, lambda i: self._row_tile(i, 1))
+        tile = self.tile_rows
+        rows_done = for_loop(b, ir.Constant(I64, 0), self._last_start(self.m, tile), tile,
+                             lambda i: self._row_tile(i, tile))
+        rest = b.sub(self.m, rows_done)
+        after = b.append_basic_block("rows.end")
+        choice = b.switch(rest, after)
+        for rows in range(1, tile):  # the last rows as one tile (B's rows read once more)
+            block = b.append_basic_block(f"rows.{rows}")
+            choice.add_case(ir.Constant(I64, rows), block)
+            b.position_at_end(block)
+            self._row_tile(rows_done, rows)
+            b.branch(after)
+        b.position_at_end(after)
 
     def _last_start(self, size, span):
         """Where a loop stepping by `span` stops starting whole tiles (size - span + 1)."""

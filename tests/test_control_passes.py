@@ -244,3 +244,51 @@ def test_the_reverse_pass_reads_a_loop_invariant_matrix_along_its_rows_too():
                                rtol=1e-12)
     np.testing.assert_allclose(ak.jit(ak.func.grad(loss), compile="eager")(h0).numpy(),
                                ak.func.grad(loss)(h0).numpy(), rtol=1e-12)
+
+
+def _checkpointed(w, length=7):
+    def loss(h0):
+        h, _ = ak.scan(lambda h, _: (ak.tanh(ak.matmul(w, h)), None), h0, length=length,
+                       checkpoint=3)
+        return h.sum()
+    return loss
+
+
+def test_a_checkpointed_reverse_pass_is_hoisted_too():
+    """ScanCheckpointGrad's two bodies (the forward step, the recomputing vjp step) read
+    one slot of consts: what either hoists enters both once, as consts that get no
+    gradient of their own (W's gradient is still W's)."""
+    rng = np.random.default_rng(9)
+    h0, w = ak.tensor(rng.standard_normal(6)), ak.tensor(rng.standard_normal((6, 6)) * 0.3)
+
+    def loss(h0, w):
+        return _checkpointed(w)(h0)
+    graph = ak.trace(ak.func.grad(loss, argnums=(0, 1)), h0, w)
+    hoisted = ak.ir.passes.dce(hoist_invariants(graph))
+    hoisted.validate()
+    (node,) = [n for n in hoisted.op_nodes()
+               if hoisted.nx.nodes[n]["op"].__name__ == "ScanCheckpointGrad"]
+    params = hoisted.nx.nodes[node]["params"]
+    assert params["plan"].n_hoisted >= 1
+    for body in (params["plan"].body, params["back"].graph):
+        for m in body.op_nodes():
+            if body.nx.nodes[m]["op"] is ak.ir.ops.Matmul:
+                (_, first, _), _ = body.args_of(m)
+                assert body.specs_of(first)[0].shape != (6, 6)  # the matrix second
+    for a, b in zip(hoisted(h0, w), graph(h0, w), strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-14)
+    jitted = ak.jit(ak.func.grad(loss, argnums=(0, 1)), compile="eager")(h0, w)
+    for a, b in zip(jitted, ak.func.grad(loss, argnums=(0, 1))(h0, w), strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_a_hoisted_checkpointed_reverse_pass_differentiates():
+    """Its hoisted consts are arguments like the others to its own derivative rules."""
+    rng = np.random.default_rng(10)
+    h0, w = ak.tensor(rng.standard_normal(6)), ak.tensor(rng.standard_normal((6, 6)) * 0.3)
+    grad = ak.func.grad(_checkpointed(w))
+    hoisted = ak.ir.passes.dce(hoist_invariants(ak.trace(grad, h0)))
+    np.testing.assert_allclose(ak.func.jacrev(lambda h: hoisted(h))(h0).detach().numpy(),
+                               ak.func.jacrev(grad)(h0).numpy(), rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(ak.func.jacfwd(lambda h: hoisted(h))(h0).detach().numpy(),
+                               ak.func.jacfwd(grad)(h0).numpy(), rtol=1e-11, atol=1e-13)

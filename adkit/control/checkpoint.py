@@ -12,6 +12,8 @@ stores nothing but the scan's own inputs. The forward steps counted are then exa
 Revolve's closed form (its first sweep included), and at most s carries are ever held
 in slots (the initial carry among them), plus the one in hand.
 """
+import dataclasses
+
 import numpy as np
 
 from ..ir.evaluate import array_runner
@@ -84,6 +86,12 @@ class ScanCheckpointGrad(ArrayFunction):
         ctx.plan = inputs[0]
         ctx.save_for_backward(*inputs[2:])
 
+    @staticmethod
+    def hoisting(params):
+        """How hoist_invariants sees the node: two bodies (the forward step and the
+        recomputing vjp step) whose consts are the node's first arguments."""
+        return _HoistedBodies(params["plan"], params["back"])
+
     # Its own derivatives (second order) are second_order.py's, which builds them on
     # scan.py's reverse pass; scan.py imports this module, so second_order.py hands them
     # in as it is imported (adkit.control imports it).
@@ -101,6 +109,35 @@ class ScanCheckpointGrad(ArrayFunction):
     def jvp(ctx, _plan, _back, *tangents):
         """Forward over reverse (hessian, jvp of grad): as `backward`."""
         return ScanCheckpointGrad.second_order_jvp(ctx.plan, ctx.saved_tensors, tangents)
+
+
+@dataclasses.dataclass(frozen=True)
+class _HoistedBodies:
+    """A ScanCheckpointGrad's params as hoisting edits them (hoist.py's plan protocol):
+    one slot of consts read by both bodies. Values hoisted out of either enter both as
+    consts after the others; the forward plan counts them (`n_hoisted`: no gradients)."""
+    plan: object
+    back: object
+    first_argument = 2  # the node's tensors come after (plan, back)
+
+    def const_slots(self):
+        count = self.plan.n_consts
+        return {"body": (0, 0, count), "back": (0, 0, count)}
+
+    def bodies(self):
+        return {"body": self.plan.body, "back": self.back.graph}
+
+    def with_more_consts(self, name, k, body):
+        """Body `name` with k more consts: the count is the forward plan's, so hoisting
+        gives both bodies their new consts, the forward first."""
+        if name == "back":
+            return dataclasses.replace(self, back=self.back.with_bodies({"graph": body}))
+        plan = dataclasses.replace(self.plan, body=body, n_consts=self.plan.n_consts + k,
+                                   n_hoisted=self.plan.n_hoisted + k, cache={})
+        return dataclasses.replace(self, plan=plan)
+
+    def params(self):
+        return {"plan": self.plan, "back": self.back}
 
 
 def walk_schedule(n, s, init, ct, step, turn):

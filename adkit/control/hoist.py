@@ -15,7 +15,7 @@ once: read at every step in memory order, it vectorizes (a transposed 32x32 oper
 read along its strided dim costs gathers at each step).
 """
 from ..ir.passes import recursive
-from ..ir.passes.cleanup import copy_op, dce, redirect, writes_in_place
+from ..ir.passes.cleanup import copy_op, dce, freeze, redirect, writes_in_place
 from ..ops.conversion import Clone
 from ..ops.linalg import Matmul
 from ..ops.shape import Transpose
@@ -24,25 +24,72 @@ from ..ops.shape import Transpose
 def _hoist_node(graph, n):
     """Hoist out of node n's bodies in place (graph is a private copy)."""
     data = graph.nx.nodes[n]
-    plan = data["params"]["plan"]
-    for name in list(plan.const_slots()):
-        body_start, arg_start, count = plan.const_slots()[name]  # the plan changes
-        body = plan.bodies()[name]
-        invariant = _invariant_nodes(body, range(body_start, body_start + count))
-        body = _vector_first(body, invariant)
-        invariant = _invariant_nodes(body, range(body_start, body_start + count))
+    loop = _bodies_of(data)
+    for names in _slot_groups(loop):
+        loop = _hoist_slot(graph, n, loop, names)
+    for names in _slot_groups(loop):
+        if len(names) == 1:  # in a shared slot, one body's unused const is another's
+            loop = _drop_unused_consts(graph, n, loop, names[0])
+    _set_bodies(data, loop)
+
+
+def _bodies_of(data):
+    """What hoisting edits: the plan of a loop that runs it as laid out (Scan, While),
+    else the op's own view of its params (`hoisting`: a checkpointed reverse pass)."""
+    if getattr(data["op"], "runs_its_plan", False):
+        return data["params"]["plan"]
+    return data["op"].hoisting(data["params"])
+
+
+def _set_bodies(data, loop):
+    if getattr(data["op"], "runs_its_plan", False):
+        data["params"]["plan"] = loop
+    else:
+        data["params"].update(loop.params())
+
+
+def _first_argument(loop):
+    """The node's argument position of its first tensor (after its plan, and after
+    whatever else comes first: `first_argument`)."""
+    return getattr(loop, "first_argument", 1)
+
+
+def _slot_groups(loop):
+    """The bodies' names grouped by the slot of the node's arguments their consts come
+    from (a checkpointed reverse pass's forward and reverse steps share one)."""
+    groups = {}
+    for name, (_, arg_start, count) in loop.const_slots().items():
+        groups.setdefault((arg_start, count), []).append(name)
+    return list(groups.values())
+
+
+def _hoist_slot(graph, n, loop, names):
+    """Hoist out of the bodies `names`, whose consts are one slot of node n's arguments:
+    the values any of them needs become new arguments after the slot, and new const
+    inputs of every one of them."""
+    slots, found, made = loop.const_slots(), [], {}
+    for name in names:
+        body_start, arg_start, count = slots[name]
+        consts = range(body_start, body_start + count)
+        body = _vector_first(loop.bodies()[name], _invariant_nodes(loop.bodies()[name],
+                                                                    consts))
+        invariant = _invariant_nodes(body, consts)
         needed = _needed_values(body, invariant)
-        if not needed:
-            continue
-        outer = _copy_out(graph, n, body, invariant, arg_start, body_start)
-        new_body = _with_inputs_for(body, needed, body_start + count)
-        values = [_in_memory_order(graph, outer[v]) for v in needed]
-        _insert_arguments(graph, n, values, 1 + arg_start + count)
-        plan = plan.with_more_consts(name, len(needed), new_body)
-        data["params"]["plan"] = plan
-    for name in list(plan.const_slots()):
-        plan = _drop_unused_consts(graph, n, plan, name)
-    data["params"]["plan"] = plan
+        at = _first_argument(loop) + arg_start  # the slot's first argument position
+        outer = _copy_out(graph, n, body, invariant, at, body_start, made) if needed else {}
+        found.append((name, body, needed, [_in_memory_order(graph, outer[v], made)
+                                           for v in needed]))
+    values = list(dict.fromkeys(v for *_, outer in found for v in outer))  # one each
+    if not values:
+        return loop
+    _, arg_start, count = slots[names[0]]
+    _insert_arguments(graph, n, values, _first_argument(loop) + arg_start + count)
+    specs = [graph.specs_of(u)[out] for u, out in values]
+    for name, body, needed, outer in found:
+        new_body = _with_inputs_for(body, needed, slots[name][0] + count, specs,
+                                    [values.index(v) for v in outer])
+        loop = loop.with_more_consts(name, len(values), new_body)
+    return loop
 
 
 def _vector_first(body, invariant):
@@ -88,15 +135,17 @@ def _transpose(graph, value, source):
     return graph.add_op_node(Transpose, {0: value}, {"dim0": -2, "dim1": -1}, source=source)
 
 
-def _in_memory_order(graph, value):
+def _in_memory_order(graph, value, made):
     """`value` ((node, out) in graph), or a contiguous copy of it when it is a view
-    that reorders dims."""
+    that reorders dims (one copy per value: `made`)."""
     node, out = value
     data = graph.nx.nodes[node]
     if data["kind"] != "op" or not getattr(data["op"], "reorders", False):
         return value
-    copy = graph.add_op(Clone, {0: value}, {}, [data["specs"][out]], data.get("source"))
-    return copy, 0
+    if ("copy", value) not in made:
+        made[("copy", value)] = graph.add_op(Clone, {0: value}, {}, [data["specs"][out]],
+                                             data.get("source"))
+    return made[("copy", value)], 0
 
 
 def _drop_unused_consts(graph, n, plan, name):
@@ -113,7 +162,7 @@ def _drop_unused_consts(graph, n, plan, name):
     g.nx.remove_nodes_from(unused)
     for m in g.inputs:
         g.nx.nodes[m]["index"] -= sum(i < g.nx.nodes[m]["index"] for i in dropped)
-    positions = [1 + arg_start + i - body_start for i in dropped]
+    positions = [_first_argument(plan) + arg_start + i - body_start for i in dropped]
     edges = sorted(((u, k, d) for u, _, k, d in graph.nx.in_edges(n, keys=True, data=True)),
                    key=lambda e: e[2]["pos"])
     for u, k, d in edges:
@@ -149,9 +198,12 @@ def _needed_values(body, invariant):
     return sorted(needed)
 
 
-def _copy_out(graph, n, body, invariant, arg_start, body_start):
+def _copy_out(graph, n, body, invariant, arg_at, body_start, made):
     """Copies of the invariant op nodes in the outer graph, reading the node's const
-    arguments; {(body node, out): (outer node, out)}."""
+    arguments (body input `body_start` is argument position `arg_at`); {(body node,
+    out): (outer node, out)}. `made` ({key: outer node}, shared by the bodies of one
+    slot) gives a node one copy when two bodies compute it (a checkpointed reverse
+    pass's two steps both transpose W)."""
     args = {pos: (u, out) for pos, u, out in graph.args_of(n)}
     where = {}
     for m in body.topo_order():
@@ -159,28 +211,41 @@ def _copy_out(graph, n, body, invariant, arg_start, body_start):
         if m not in invariant:
             continue
         if d["kind"] == "input":
-            where[(m, 0)] = args[1 + arg_start + d["index"] - body_start]
+            where[(m, 0)] = args[arg_at + d["index"] - body_start]
         elif d["kind"] == "const":
             where[(m, 0)] = (graph.add_const(d["value"]), 0)
         else:
             edges = {pos: where[(u, out)] for pos, u, out in body.args_of(m)}
-            new = copy_op(graph, d, edges)
+            key = _copy_key(d, edges)
+            new = made.get(key) if key is not None else None
+            if new is None:
+                new = copy_op(graph, d, edges)
+                made[key] = new
             for i in range(len(d["specs"])):
                 where[(m, i)] = (new, i)
     return where
 
 
-def _with_inputs_for(body, needed, first_index):
-    """A copy of body in which each needed value is read from a new input, numbered
-    from `first_index` on (later inputs move up)."""
+def _with_inputs_for(body, needed, first_index, specs, positions):
+    """A copy of body with new inputs of `specs`, numbered from `first_index` on (later
+    inputs move up), needed[k] read from new input positions[k] (the others are other
+    bodies' values)."""
     g = body.copy()
     for m in g.inputs:
         if g.nx.nodes[m]["index"] >= first_index:
-            g.nx.nodes[m]["index"] += len(needed)
-    for k, (u, out) in enumerate(needed):
-        new = g.add_input(g.specs_of(u)[out], index=first_index + k)
-        redirect(g, (u, out), (new, 0))
+            g.nx.nodes[m]["index"] += len(specs)
+    new = [g.add_input(spec, index=first_index + k) for k, spec in enumerate(specs)]
+    for value, k in zip(needed, positions, strict=True):
+        redirect(g, value, (new[k], 0))
     return dce(g)
+
+
+def _copy_key(data, edges):
+    """What makes two copied nodes the same (op, params, arguments), or None."""
+    try:
+        return (data["op"], freeze(data["params"]), tuple(sorted(edges.items())))
+    except TypeError:
+        return None
 
 
 def _insert_arguments(graph, n, values, first_pos):
@@ -198,8 +263,10 @@ def _insert_arguments(graph, n, values, first_pos):
 
 def _hoist(graph):
     g = graph.copy()
-    # only loops laid out as their plan says (not e.g. WhileGrad, whose arguments differ)
-    loops = [n for n, op in g.nx.nodes(data="op") if getattr(op, "runs_its_plan", False)]
+    # only loops laid out as their plan says, or that say how hoisting sees them (not
+    # e.g. WhileGrad, whose arguments differ)
+    loops = [n for n, op in g.nx.nodes(data="op")
+             if getattr(op, "runs_its_plan", False) or hasattr(op, "hoisting")]
     for n in loops:  # order does not matter: each loop's hoisted nodes are its own
         _hoist_node(g, n)
     return g

@@ -124,11 +124,15 @@ def test_export_cond_and_while_loop(tmp_path, positive):
     assert_round_trip(tmp_path, f, x)
 
 
-def test_export_integer_indices_and_bool_outputs(tmp_path):
+@pytest.mark.parametrize("index_dtype", [np.int64, np.int32], ids=["int64", "int32"])
+def test_export_integer_indices_and_bool_outputs(tmp_path, index_dtype):
     def f(x, i):
         picked = x[i]
         return picked * 2.0, picked > 0
-    assert_round_trip(tmp_path, f, rand(6, 4), ak.tensor(np.array([5, 0, 2, 2], np.int64)))
+    index = ak.tensor(np.array([5, 0, 2, 2], index_dtype))
+    lib = assert_round_trip(tmp_path, f, rand(6, 4), index)
+    c_type = "int64_t" if index_dtype == np.int64 else "int32_t"
+    assert f"const {c_type} *x1" in open(lib[:-3] + ".h").read()
 
 
 def test_export_views_and_inputs_returned(tmp_path):

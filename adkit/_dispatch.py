@@ -8,6 +8,8 @@ import contextlib
 import contextvars
 
 _STACK = contextvars.ContextVar("adkit_interpreters", default=())
+# The active interpreters, innermost last; an empty tuple means eager.
+interpreters = _STACK.get
 
 
 class Interpreter:

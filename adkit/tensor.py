@@ -100,11 +100,16 @@ class Tensor:
     `_version` is shared, through a one-element list, with every view of the same data.
     """
 
-    __slots__ = ("_data", "_requires_grad", "_grad_fn", "_output_nr", "_grad",
-                 "_version_counter", "_retains_grad", "_hooks", "_accumulator", "_base",
-                 "__dict__", "__weakref__")
+    __slots__ = ("_data", "_requires_grad", "_grad_fn", "_output_nr", "_version_counter",
+                 "_base", "__dict__", "__weakref__")
     # numpy's binary operators defer to ours (ndarray + Tensor -> Tensor.__radd__).
     __array_priority__ = 1000
+    # Rarely set (leaves, hooks, retain_grad): class defaults, not slots, so that making
+    # a tensor (once per op output) stores less; set per instance when needed.
+    _grad = None
+    _retains_grad = False
+    _hooks = None
+    _accumulator = None  # a weak reference to the leaf's AccumulateGrad node
     # Forward-AD tangents by level (autograd/forward_ad.py); set per instance when needed.
     _fw = None
     # For views: how to re-derive this view from its root `_base` (autograd/views.py).
@@ -432,11 +437,7 @@ def _init(t, arr, grad_fn, version_counter, requires_grad=False, output_nr=0):
     t._requires_grad = requires_grad
     t._grad_fn = grad_fn
     t._output_nr = output_nr
-    t._grad = None
     t._version_counter = version_counter
-    t._retains_grad = False
-    t._hooks = None
-    t._accumulator = None
     t._base = None
     if CREATION.inference:
         t._inference = True
@@ -450,11 +451,7 @@ def _make(arr, grad_fn=None, output_nr=0, requires_grad=False, version_counter=N
     t._requires_grad = requires_grad
     t._grad_fn = grad_fn
     t._output_nr = output_nr
-    t._grad = None
     t._version_counter = [0] if version_counter is None else version_counter
-    t._retains_grad = False
-    t._hooks = None
-    t._accumulator = None
     t._base = None
     if CREATION.inference:
         t._inference = True

@@ -20,6 +20,9 @@ from .node import (NO_EDGE, NOT_TENSOR, SEQUENCE, before_in_place_write, grad_ac
 from .views import ViewFn, rebase_history, refresh_views, register_view
 
 
+_new_node = object.__new__  # NB: nodes have no __init__; this skips type.__call__
+
+
 def eager_apply(cls, args):
     """The eager path: forward on concrete data, then the tape entry if grad is needed."""
     if cls._plain_arrays:
@@ -35,9 +38,47 @@ def eager_apply(cls, args):
 
 
 def apply_array_op(cls, args):
-    """A built-in op that writes into nothing and makes no view (most of them). NB: the
-    hot path of eager mode: one loop unwraps the arguments and sees whether any requires
-    grad (grad mode is read only then: backward's own ops need no thread-local read)."""
+    """A built-in op that writes into nothing and makes no view (most of them).
+    NB: the hot path of eager mode. Unary and binary calls are unrolled (a loop over the
+    arguments runs twice the bytecodes); grad mode is read only when an input requires
+    grad (backward's own ops need no thread-local read)."""
+    requires = False
+    try:
+        if len(args) == 2:
+            x, y = args
+            if isinstance(x, Tensor):
+                requires = x._requires_grad
+                x = x._data
+            if isinstance(y, Tensor):
+                requires = requires or y._requires_grad
+                y = y._data
+            raw = cls.forward(x, y)
+            fresh = raw is not x and raw is not y
+        elif len(args) == 1:
+            x = args[0]
+            if isinstance(x, Tensor):
+                requires = x._requires_grad
+                x = x._data
+            raw = cls.forward(x)
+            fresh = raw is not x
+        else:
+            arrays, requires = _unwrapped(args)
+            raw = cls.forward(*arrays)
+            fresh = not _contains(arrays, raw)
+    except AttributeError as e:  # NB: no cost until raised (zero-cost try)
+        raise _container_argument_error(cls, args, e) from None
+    if fresh and type(raw) is np.ndarray:  # the common case: one fresh array
+        out = _make(raw)
+        if requires and STATE.enabled:
+            return _record_one(cls, args, out, raw)
+        return out
+    # an input given back (the general path makes it a view), several outputs
+    return _wrap_and_record(cls, args, raw, requires and STATE.enabled)
+
+
+def _unwrapped(args):
+    """The arguments with tensors replaced by their arrays, and whether any of those
+    tensors requires grad."""
     arrays = []
     requires = False
     for a in args:
@@ -47,20 +88,7 @@ def apply_array_op(cls, args):
                 requires = True
         else:
             arrays.append(a)
-    try:
-        raw = cls.forward(*arrays)
-    except AttributeError as e:  # NB: no cost until raised (zero-cost try)
-        raise _container_argument_error(cls, args, e) from None
-    if type(raw) is np.ndarray:  # the common case: one fresh array
-        for data in arrays:
-            if data is raw:  # an input given back: the general path makes it a view
-                break
-        else:
-            out = _make(raw)
-            if requires and STATE.enabled:
-                return _record_one(cls, args, out, raw)
-            return out
-    return _wrap_and_record(cls, args, raw, requires and STATE.enabled)
+    return arrays, requires
 
 
 def _forward_on_arrays(cls, args, arrays):
@@ -72,7 +100,7 @@ def _forward_on_arrays(cls, args, arrays):
 
 def _record_one(cls, args, out, raw):
     """The tape entry of a built-in op with one fresh output (_finish's common case)."""
-    ctx = cls._backward_cls()
+    ctx = _new_node(cls._backward_cls)
     _link_inputs(ctx, args)
     cls.setup_context(ctx, args, out)
     if ctx.dirty_tensors or ctx.non_differentiable:
@@ -208,30 +236,35 @@ def _wrap_array(arr, args):
 
 def _link_inputs(ctx, args):
     """Before forward: the node's edge for each argument (taken before any in-place
-    change rebases them) and `needs_input_grad`. A non-tensor argument gets the edge
-    NOT_TENSOR, so that backward's results (one per argument) line up with the edges.
-    NB: one loop with appends; comprehensions cost twice as much here."""
-    edges, needs = [], []
-    for a in args:
-        if isinstance(a, Tensor):
-            fn = a._grad_fn
-            if fn is not None:
-                edges.append((fn, a._output_nr))
-                needs.append(True)
-            elif a._requires_grad:
-                edges.append((grad_accumulator(a), 0))
-                needs.append(True)
-            else:
-                edges.append(NO_EDGE)
-                needs.append(False)
-        else:
-            edges.append(NOT_TENSOR)
-            needs.append(False)
-    ctx._edges = tuple(edges)
-    ctx.needs_input_grad = tuple(needs)
+    change rebases them) and `needs_input_grad`. NB: unary and binary calls unrolled
+    (the hot path of recording)."""
+    if len(args) == 2:
+        x, y = args
+        ex, ey = _edge_of(x), _edge_of(y)
+        ctx._edges = (ex, ey)
+        ctx.needs_input_grad = (ex[0] is not None, ey[0] is not None)
+    elif len(args) == 1:
+        ex = _edge_of(args[0])
+        ctx._edges = (ex,)
+        ctx.needs_input_grad = (ex[0] is not None,)
+    else:
+        edges = ctx._edges = tuple([_edge_of(a) for a in args])
+        ctx.needs_input_grad = tuple([e[0] is not None for e in edges])
     ctx._sequence_nr = next(SEQUENCE)
     if ANOMALY.enabled:
         record_forward_trace(ctx)
+
+
+def _edge_of(a):
+    """The edge to the node through which an argument's gradient flows: NO_EDGE when it
+    needs none, NOT_TENSOR when it is no tensor (backward's results, one per argument,
+    line up with the edges)."""
+    if isinstance(a, Tensor):
+        fn = a._grad_fn
+        if fn is not None:
+            return fn, a._output_nr
+        return (grad_accumulator(a), 0) if a._requires_grad else NO_EDGE
+    return NOT_TENSOR
 
 
 def _finish(cls, ctx, args, outputs, requires):
@@ -283,12 +316,18 @@ def _finish(cls, ctx, args, outputs, requires):
             refresh_views(d._base if d._base is not None else d)
     if requires:
         ctx._num_outputs = len(outs)
-        ctx._output_meta = [(o._data.shape, o._data.dtype) if isinstance(o, Tensor)
-                            else None for o in outs]
+        ctx._output_meta = outputs_meta(outs)
         if ctx.to_save:
             ctx._saved = pack_saved(ctx, ctx.to_save)
             ctx.to_save = ()
     return tuple(outs) if is_tuple else outs[0]
+
+
+def outputs_meta(outputs):
+    """(shape, dtype) of each output (None for non-tensors): what gradients flowing into
+    the node must be, and what rules may read of the outputs they did not save."""
+    return tuple([(o._data.shape, o._data.dtype) if isinstance(o, Tensor) else None
+                  for o in outputs])
 
 
 def _move_retained_grad(tensor, new_node, output_nr):

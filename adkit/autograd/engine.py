@@ -146,7 +146,8 @@ def run_backward(roots, root_grads, keep_graph, create_graph, inputs, allow_unus
 
     buffers = {}
     for (node, nr), g in root_edges:
-        _add_to_buffer(buffers, node, nr, g)
+        if g is not None:
+            _add_to_buffer(buffers, node, nr, g)
     ready = [(-n._sequence_nr, i, n) for i, n in enumerate(order)
              if n in buffers and deps.get(n, 0) == 0 and (needed is None or needed[n])]
     heapq.heapify(ready)
@@ -255,33 +256,32 @@ def _discover(root_nodes, captures):
 
 def _execute(ready, buffers, deps, needed, tiebreak, captures, captured, accumulate,
              keep_graph):
-    """Run ready nodes, highest sequence number first, passing gradients on."""
+    """Run ready nodes, highest sequence number first, passing gradients on. NB: the hot
+    loop of backward. A node with no hooks, capture or anomaly check runs inline; a node
+    that alone became ready while no other waits runs next without the heap (every step
+    of a chain)."""
     heappop, heappush = heapq.heappop, heapq.heappush
     anomaly = anomaly_mode.STATE.enabled
-    fast = captures is None and not anomaly
     pruned = needed is not None
-    while ready:
-        node = heappop(ready)[2]
-        grads = buffers.pop(node, None) or [None] * node._num_outputs
-        if fast and node._no_hooks:  # no hooks, nothing to capture, no anomaly checks
-            for g in grads:
-                if g is not None:
-                    outs = node._run(grads)
-                    if not keep_graph and node._saved:
-                        node._release()
-                    break
-            else:
+    node = heappop(ready)[2] if ready else None
+    while node is not None:
+        grads = buffers.pop(node, None)  # NB: made by the first gradient that is not None
+        if node._no_hooks and not anomaly and (captures is None or node not in captures):
+            if grads is None:
                 outs = (None,) * len(node._edges)
-        elif anomaly:
-            outs = _evaluate_with_anomaly_checks(node, grads, captures, captured,
-                                                 accumulate, keep_graph)
+            else:
+                outs = node._run(grads)
+                if not keep_graph and node._saved:
+                    node._release()
         else:
-            outs = _evaluate(node, grads, captures, captured, accumulate, keep_graph)
-        for edge, g in zip(node._edges, outs):
+            outs = _evaluate_slowly(node, grads, anomaly, captures, captured, accumulate,
+                                    keep_graph)
+        sender, node = node, None
+        for edge, g in zip(sender._edges, outs):
             child, nr = edge
             if child is None:
                 if g is not None and edge is NOT_TENSOR:
-                    raise _non_tensor_gradient(node, outs, edge, g)
+                    raise _non_tensor_gradient(sender, outs, edge, g)
                 continue
             if pruned and not needed[child]:
                 continue
@@ -289,9 +289,9 @@ def _execute(ready, buffers, deps, needed, tiebreak, captures, captured, accumul
                 shape, dtype = child._output_meta[nr]
                 if type(g) is not Tensor or g._data.dtype is not dtype or \
                         g._data.shape != shape:  # NB: identity first: the cheap common case
-                    g = _validated(node, _position(node, outs, edge, g), g, shape, dtype)
+                    g = _validated(sender, _position(sender, outs, edge, g), g, shape, dtype)
                 if anomaly:
-                    anomaly_mode.record_sender(child, node)
+                    anomaly_mode.record_sender(child, sender)
                 buf = buffers.get(child)
                 if buf is None:
                     buf = buffers[child] = [None] * child._num_outputs
@@ -299,8 +299,26 @@ def _execute(ready, buffers, deps, needed, tiebreak, captures, captured, accumul
             remaining = deps[child] - 1
             deps[child] = remaining
             if remaining == 0:
+                if node is None and not ready:
+                    node = child  # the only ready node: it runs next
+                    continue
+                if node is not None:  # a second one: both wait in the heap
+                    tiebreak += 1
+                    heappush(ready, (-node._sequence_nr, tiebreak, node))
+                    node = None
                 tiebreak += 1
                 heappush(ready, (-child._sequence_nr, tiebreak, child))
+        if node is None and ready:
+            node = heappop(ready)[2]
+
+
+def _evaluate_slowly(node, grads, anomaly, *args):
+    """A node with hooks, a capture or anomaly checks: the general path."""
+    if grads is None:
+        grads = [None] * node._num_outputs
+    if anomaly:
+        return _evaluate_with_anomaly_checks(node, grads, *args)
+    return _evaluate(node, grads, *args)
 
 
 def _validated(node, i, g, shape, dtype):

@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import _dispatch
 from ..tensor import Tensor, _make
-from ._eager import eager_apply_keeping_ctx
+from ._eager import eager_apply_keeping_ctx, outputs_meta
 from .grad_mode import no_grad
 from .node import grad_accumulator, pack_saved
 
@@ -280,6 +280,7 @@ def _jvp_context(cls, inputs, outputs, tangents):
     with a tangent counts as needing a gradient: the jvp reads what the vjp would)."""
     ctx = cls._backward_cls()
     ctx.needs_input_grad = _needs(inputs, tangents)
+    ctx._output_meta = outputs_meta(outputs if isinstance(outputs, tuple) else (outputs,))
     cls.setup_context(ctx, inputs, outputs)
     return ctx
 

@@ -196,7 +196,7 @@ def _node_name(name, attrs):
 
 
 _NO_DEFAULT = inspect.Parameter.empty
-_interpreters = _dispatch._STACK.get
+_interpreters = _dispatch.interpreters
 
 
 def _binding(cls):
@@ -216,6 +216,17 @@ def _binding(cls):
     cls._binding = (len(params) if simple else -1, names, defaults, sig)
     cls._nargs = cls._binding[0]
     return cls._binding
+
+
+def plain_arity(cls):
+    """How many positional arguments cls's forward takes, when calling its eager path
+    with exactly that many (`apply_array_op(cls, args)`, after checking that no
+    interpreter is active) does what `cls.apply` does: a built-in op that writes into
+    nothing and makes no view, with a plain signature. Else None."""
+    if not cls._plain_arrays:
+        return None
+    n = (cls._binding or _binding(cls))[0]
+    return n if n >= 0 else None
 
 
 def _bind_args(cls, args, kwargs):

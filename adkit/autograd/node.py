@@ -207,15 +207,14 @@ def pack_saved(node, tensors):
     for t in tensors:
         if t is None:
             packs.append(None)
-            continue
-        if t._inference and not STATE.inference:
-            raise RuntimeError(INFERENCE_SAVED_MESSAGE)
-        if t._grad_fn is node and type(t) is Tensor:
+        elif t._grad_fn is node and type(t) is Tensor:
             # t.__dict__ is where forward-AD tangents will be attached: kept so that a
             # backward run under a dual level sees the output's tangent (jvp of grad)
             packs.append((t._data, t._version_counter, t._version_counter[0], t._output_nr,
                           t.__dict__))
         # (a tracer is kept itself: its identity is its graph node, not its data)
+        elif t._inference and not STATE.inference:
+            raise RuntimeError(INFERENCE_SAVED_MESSAGE)
         else:
             packs.append((t, t._version_counter[0]))
     return tuple(packs)
@@ -260,25 +259,28 @@ def unpack_saved(node, packs):
     for p in packs:
         if p is None:
             result.append(None)
-            continue
-        n = len(p)
-        if n == 2:  # an input, or any tensor but the node's own output
+        elif len(p) == 2:  # an input, or any tensor but the node's own output
             t, version = p
             if t._version_counter[0] != version:
                 raise RuntimeError(_modified_message(node, t._data, t._version_counter,
                                                      version, t._grad_fn, t._output_nr))
             result.append(t)
-        elif n == 3:  # packed by a saved_tensors_hooks pack hook
+        elif len(p) == 3:  # packed by a saved_tensors_hooks pack hook
             result.append(_checked_unpack(p[1], p[0]))
         else:
-            data, counter, version, nr, attrs = p
-            if counter[0] != version:
-                raise RuntimeError(_modified_message(node, data, counter, version, node, nr))
-            t = _make(data, node, nr, True, counter)
-            if "_fw" in attrs:
-                t._fw = attrs["_fw"]
-            result.append(t)
+            result.append(_unpack_output(node, p))
     return tuple(result)
+
+
+def _unpack_output(node, pack):
+    """The node's own output, rebuilt from its pack (see pack_saved)."""
+    data, counter, version, nr, attrs = pack
+    if counter[0] != version:
+        raise RuntimeError(_modified_message(node, data, counter, version, node, nr))
+    t = _make(data, node, nr, True, counter)
+    if "_fw" in attrs:
+        t._fw = attrs["_fw"]
+    return t
 
 
 def _modified_message(node, data, counter, version, grad_fn, output_nr):

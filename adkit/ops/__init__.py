@@ -11,6 +11,9 @@ import inspect
 
 import numpy as np
 
+from .._dispatch import interpreters
+from ..autograd._eager import apply_array_op
+from ..autograd.function import plain_arity
 from ..tensor import Tensor, _make
 from . import (assemble, binary, comparison, conversion, extrema, indexing, inplace, join,
                linalg, nn, random, reduction, rounding, scatter, shape, sorting, special,
@@ -67,9 +70,27 @@ def with_rule(name):
             if getattr(cls, name, None) is not None}
 
 
+def _direct_class(fn, arity):
+    """The op class whose eager path Tensor's operators and methods may call directly
+    when `fn` gets `arity` positional arguments (see autograd.function.plain_arity), or
+    None. NB: skipping `apply` saves a call frame and its argument binding per op."""
+    cls = getattr(fn, "__self__", None)  # fn is cls.apply for a regular signature
+    if isinstance(cls, type) and issubclass(cls, ArrayFunction) and \
+            plain_arity(cls) == arity:
+        return cls
+    return None
+
+
 def _as_method(fn):
-    def method(self, *args, **kwargs):
-        return fn(self, *args, **kwargs)
+    cls = _direct_class(fn, 1)
+    if cls is None:
+        def method(self, *args, **kwargs):
+            return fn(self, *args, **kwargs)
+    else:
+        def method(self, *args, **kwargs):
+            if args or kwargs or interpreters():
+                return fn(self, *args, **kwargs)
+            return apply_array_op(cls, (self,))
     method.__name__ = getattr(fn, "__name__", "method")
     method.__doc__ = getattr(fn, "__doc__", None)
     return method
@@ -88,20 +109,17 @@ _FAST_OPERANDS = (Tensor, float, int)
 
 
 def _binary_operator(fn, reflected=False):
-    if reflected:
-        def operator(self, other):
-            if type(other) not in _FAST_OPERANDS:
-                other = _operand(other)
-                if other is NotImplemented:
-                    return NotImplemented
-            return fn(other, self)
-    else:
-        def operator(self, other):
-            if type(other) not in _FAST_OPERANDS:
-                other = _operand(other)
-                if other is NotImplemented:
-                    return NotImplemented
-            return fn(self, other)
+    cls = _direct_class(fn, 2)
+
+    def operator(self, other):
+        if type(other) not in _FAST_OPERANDS:
+            other = _operand(other)
+            if other is NotImplemented:
+                return NotImplemented
+        args = (other, self) if reflected else (self, other)
+        if cls is None or interpreters():
+            return fn(*args)
+        return apply_array_op(cls, args)
     return operator
 
 

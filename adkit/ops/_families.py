@@ -179,12 +179,14 @@ class BinaryElementwise(ArrayFunction):
     def setup_context(ctx, inputs, output):
         """Save an operand only when a gradient that reads it is needed, as PyTorch
         does (so writing the other operand in place later is no error); keep Python
-        numbers as constants, and the output shape for the jvp."""
-        cls = ctx._forward_cls
+        numbers as constants. to_save is (x, y), or (x, y, out) when partials read out."""
         x, y = inputs
         x_tensor, y_tensor = isinstance(x, Tensor), isinstance(y, Tensor)
         if not (x_tensor and y_tensor):
             ctx.constants = (None if x_tensor else x, None if y_tensor else y)
+        cls = ctx._forward_cls
+        if not cls.saves:
+            return
         needs = ctx.needs_input_grad  # (an in-place op's has a third, hidden input)
         need_x, need_y = needs[0], needs[1]
         (x_for_x, x_for_y), (y_for_x, y_for_y) = cls._readers
@@ -192,9 +194,10 @@ class BinaryElementwise(ArrayFunction):
             x = None
         if not (y_tensor and (y_for_x and need_x or y_for_y and need_y)):
             y = None
-        if x is not None or y is not None or cls._saves_out:
-            ctx.to_save = (x, y, output if cls._saves_out else None)
-        ctx.out_shape = output._data.shape
+        if cls._saves_out:
+            ctx.to_save = (x, y, output)
+        elif x is not None or y is not None:
+            ctx.to_save = (x, y)
 
     @staticmethod
     def partials(x, y, out):
@@ -211,31 +214,38 @@ class BinaryElementwise(ArrayFunction):
         return (out if out._data.dtype == want else out.to(want)), 0
 
     @staticmethod
-    def _saved_operands(ctx):
-        saved_x, saved_y, out = ctx.saved_tensors or (None, None, None)
-        const_x, const_y = ctx.constants
-        return (const_x if saved_x is None else saved_x,
-                const_y if saved_y is None else saved_y, out)
-
-    @staticmethod
     def backward(ctx, grad_out):
         """NB: a gradient broadcast to the output's shape is summed back to its input's
         by the engine (PyTorch's validate_outputs does the same)."""
         needs = ctx.needs_input_grad
-        dx, dy = ctx._forward_cls.partials(*BinaryElementwise._saved_operands(ctx))
+        dx, dy = ctx._forward_cls.partials(*_operands(ctx))
         return (_scale(grad_out, dx) if needs[0] else None,
                 _scale(grad_out, dy) if needs[1] else None)
 
     @staticmethod
     def jvp(ctx, x_t, y_t):
-        dx, dy = ctx._forward_cls.partials(*BinaryElementwise._saved_operands(ctx))
-        out_shape = ctx.out_shape
+        dx, dy = ctx._forward_cls.partials(*_operands(ctx))
+        out_shape = ctx._output_meta[0][0]
         terms = [_scale(t, d) for t, d in ((x_t, dx), (y_t, dy)) if t is not None]
         terms = [t for t in terms if t is not None]
         if not terms:
             return None
         total = terms[0] if len(terms) == 1 else terms[0] + terms[1]
         return total.expand(out_shape) if total._data.shape != out_shape else total
+
+
+def _operands(ctx):
+    """(x, y, out) as a binary op's partials read them: the saved tensors, the Python
+    numbers among the operands, None for the rest."""
+    x, y = ctx.constants
+    saved = ctx.saved_tensors
+    if not saved:
+        return x, y, None
+    if saved[0] is not None:
+        x = saved[0]
+    if saved[1] is not None:
+        y = saved[1]
+    return x, y, (saved[2] if len(saved) == 3 else None)
 
 
 def align_batched(args, in_dims):

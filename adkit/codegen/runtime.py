@@ -107,9 +107,10 @@ def version_key():
             f"cpu={llvm.get_host_cpu_name()};features={features};codegen=no-misched")
 
 
-def optimize(module):
-    """Run LLVM's default O3 pipeline with loop and SLP vectorization on `module`."""
-    tm = target_machine()
+def optimize(module, machine=None):
+    """Run LLVM's default O3 pipeline with loop and SLP vectorization on `module`, its
+    cost models those of `machine`'s CPU (default: the host's, target_machine())."""
+    tm = machine or target_machine()
     options = llvm.create_pipeline_tuning_options()
     options.speed_level = 3
     options.loop_vectorization = True

@@ -31,13 +31,13 @@ def timed(client, params, X):
     """(wall seconds, CPU seconds the workers used) of the chunked gradients: the
     parameters' summed over the chunks, and the squared norm of each example's."""
     cpu0 = sum(client.run(time.process_time).values())
-    t0 = time.perf_counter()
+    t0, own0 = time.perf_counter(), time.process_time()
     client.compute(example.total_param_gradients(X, params)).result()
     # per-example gradient norms: the gradients stay on the workers (gathering all of
     # them, 80 MB at the defaults, would time the client's transfer, not the workers)
     client.compute((example.all_input_gradients(X, params) ** 2).sum(axis=1)).result()
-    wall = time.perf_counter() - t0
-    return wall, sum(client.run(time.process_time).values()) - cpu0
+    wall, own = time.perf_counter() - t0, time.process_time() - own0
+    return wall, sum(client.run(time.process_time).values()) - cpu0, own
 
 
 def main():
@@ -50,7 +50,7 @@ def main():
     sizes = (1, 2)
     with contextlib.ExitStack() as stack:
         clients = {n: stack.enter_context(example.cluster(n)) for n in sizes}
-        first, runs, cpu = {}, {n: [] for n in sizes}, {n: [] for n in sizes}
+        first, runs, cpu, own = {}, *({n: [] for n in sizes} for _ in range(3))
         held = {}  # the data, made once on each cluster's workers and kept there
         for n in sizes:
             held[n] = clients[n].persist(X)
@@ -58,9 +58,10 @@ def main():
             first[n] = timed(clients[n], params, held[n])[0]  # compiles included
         for _ in range(args.rounds):
             for n in sizes:
-                wall, seconds = timed(clients[n], params, held[n])
+                wall, seconds, mine = timed(clients[n], params, held[n])
                 runs[n].append(wall)
                 cpu[n].append(seconds)
+                own[n].append(mine)
         compiles = {n: list(clients[n].run(example.compiles, example.param_gradients,
                                            example.input_gradients).values())
                     for n in sizes}
@@ -72,13 +73,18 @@ def main():
               "workers_cpu_s": cpu,
               "cores_used": {n: statistics.median(c / w for c, w in zip(cpu[n], runs[n]))
                              for n in sizes},
+              # this process: the client and the scheduler (LocalCluster runs it here)
+              "client_cores_used": {n: statistics.median(c / w for c, w in
+                                                         zip(own[n], runs[n]))
+                                    for n in sizes},
               "ratio_2_over_1": statistics.median(ratios), "ratios": ratios,
               "compiles_per_worker": compiles}
     for n in sizes:
         print(f"{n} worker(s): first run {first[n]:.2f} s (compiles included), then "
               f"median {result['median_s'][n]:.2f} s over {args.rounds} runs "
-              f"{[round(t, 2) for t in runs[n]]}; the workers' CPU seconds / wall: "
-              f"{result['cores_used'][n]:.2f}")
+              f"{[round(t, 2) for t in runs[n]]}; cores used: workers "
+              f"{result['cores_used'][n]:.2f}, client and scheduler "
+              f"{result['client_cores_used'][n]:.2f}")
     print(f"two workers / one: {result['ratio_2_over_1']:.2f} (per round "
           f"{[round(r, 2) for r in ratios]}; target <= 0.6); load average "
           f"{result['load_average']:.1f} on {result['cpus']} cpus")

@@ -3,12 +3,12 @@ examples/dask_gradients.py's chunked gradient on two worker processes against on
 
 Both clusters (one worker; two workers; one thread and one native thread per worker)
 start first, make the data on their workers and keep it there (persist), and compile
-(the first run, timed apart); then the timed runs take turns,
-one-worker and two-worker, so both see the same drift of a machine whose cores other
-work also uses. Printed: each run's seconds, the median ratio two / one, the cores the
-workers got (their CPU seconds over the wall time: under 2 for two workers means other
-processes had part of the cores) and each worker's compiles. The target is <= 0.6 on
-two cores.
+(the first run, timed apart); then the timed runs take turns, one-worker and two-worker,
+so both see the same drift of a machine whose cores other work also uses. Printed: each
+run's seconds, the median ratio two / one, the cores the workers got (their CPU seconds
+over the wall time: under 2 for two workers means other processes had part of the
+cores) and this process's (client and scheduler), and each worker's compiles. The
+target is <= 0.6 on two cores.
 
     pip install dask distributed
     python benchmarks/dask_scaling.py [--chunks 16] [--rows 20000] [--rounds 5]

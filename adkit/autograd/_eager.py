@@ -26,7 +26,7 @@ _new_node = object.__new__  # NB: nodes have no __init__; this skips type.__call
 def eager_apply(cls, args):
     """The eager path: forward on concrete data, then the tape entry if grad is needed."""
     if cls._plain_arrays:
-        return apply_array_op(cls, args)
+        return cls._array_op(cls, args)
     if not cls._arrays_in:
         return _apply_user_function(cls, args, needs_tape(args))[0]
     requires = needs_tape(args)
@@ -37,41 +37,59 @@ def eager_apply(cls, args):
     return _wrap_and_record(cls, args, raw, requires)
 
 
-def apply_array_op(cls, args):
-    """A built-in op that writes into nothing and makes no view (most of them).
-    NB: the hot path of eager mode. Unary and binary calls are unrolled (a loop over the
-    arguments runs twice the bytecodes); grad mode is read only when an input requires
-    grad (backward's own ops need no thread-local read)."""
+def array_entry(arity):
+    """The eager path of a built-in op that writes into nothing and makes no view (most
+    of them), for its forward's number of parameters: unrolled for one and two (a loop
+    over the arguments runs twice the bytecodes). NB: the hot path of eager mode; grad
+    mode is read only when an input requires grad (backward's own ops need no
+    thread-local read)."""
+    return {1: apply_unary, 2: apply_binary}.get(arity, apply_array_op)
+
+
+def apply_binary(cls, args):
+    x, y = args
     requires = False
+    if isinstance(x, Tensor):
+        requires = x._requires_grad
+        x = x._data
+    if isinstance(y, Tensor):
+        requires = requires or y._requires_grad
+        y = y._data
     try:
-        if len(args) == 2:
-            x, y = args
-            if isinstance(x, Tensor):
-                requires = x._requires_grad
-                x = x._data
-            if isinstance(y, Tensor):
-                requires = requires or y._requires_grad
-                y = y._data
-            raw = cls.forward(x, y)
-            fresh = raw is not x and raw is not y
-        elif len(args) == 1:
-            x = args[0]
-            if isinstance(x, Tensor):
-                requires = x._requires_grad
-                x = x._data
-            raw = cls.forward(x)
-            fresh = raw is not x
-        else:
-            arrays, requires = _unwrapped(args)
-            raw = cls.forward(*arrays)
-            fresh = not _contains(arrays, raw)
+        raw = cls.forward(x, y)
     except AttributeError as e:  # NB: no cost until raised (zero-cost try)
         raise _container_argument_error(cls, args, e) from None
-    if fresh and type(raw) is np.ndarray:  # the common case: one fresh array
+    if raw is not x and raw is not y and type(raw) is np.ndarray:  # one fresh array
         out = _make(raw)
-        if requires and STATE.enabled:
-            return _record_one(cls, args, out, raw)
-        return out
+        return _record_one(cls, args, out, raw) if requires and STATE.enabled else out
+    return _wrap_and_record(cls, args, raw, requires and STATE.enabled)
+
+
+def apply_unary(cls, args):
+    x = args[0]
+    requires = False
+    if isinstance(x, Tensor):
+        requires = x._requires_grad
+        x = x._data
+    try:
+        raw = cls.forward(x)
+    except AttributeError as e:
+        raise _container_argument_error(cls, args, e) from None
+    if raw is not x and type(raw) is np.ndarray:
+        out = _make(raw)
+        return _record_one(cls, args, out, raw) if requires and STATE.enabled else out
+    return _wrap_and_record(cls, args, raw, requires and STATE.enabled)
+
+
+def apply_array_op(cls, args):
+    arrays, requires = _unwrapped(args)
+    try:
+        raw = cls.forward(*arrays)
+    except AttributeError as e:
+        raise _container_argument_error(cls, args, e) from None
+    if type(raw) is np.ndarray and not _contains(arrays, raw):
+        out = _make(raw)
+        return _record_one(cls, args, out, raw) if requires and STATE.enabled else out
     # an input given back (the general path makes it a view), several outputs
     return _wrap_and_record(cls, args, raw, requires and STATE.enabled)
 
@@ -239,20 +257,25 @@ def _link_inputs(ctx, args):
     change rebases them) and `needs_input_grad`. NB: unary and binary calls unrolled
     (the hot path of recording)."""
     if len(args) == 2:
-        x, y = args
-        ex, ey = _edge_of(x), _edge_of(y)
+        ex, ey = _edge_of(args[0]), _edge_of(args[1])
         ctx._edges = (ex, ey)
-        ctx.needs_input_grad = (ex[0] is not None, ey[0] is not None)
+        ctx.needs_input_grad = _NEEDS2[ex[0] is not None][ey[0] is not None]
     elif len(args) == 1:
         ex = _edge_of(args[0])
         ctx._edges = (ex,)
-        ctx.needs_input_grad = (ex[0] is not None,)
+        ctx.needs_input_grad = _NEEDS1[ex[0] is not None]
     else:
         edges = ctx._edges = tuple([_edge_of(a) for a in args])
         ctx.needs_input_grad = tuple([e[0] is not None for e in edges])
     ctx._sequence_nr = next(SEQUENCE)
     if ANOMALY.enabled:
         record_forward_trace(ctx)
+
+
+# needs_input_grad of unary and binary calls, shared (one tuple less per node):
+# _NEEDS1[x] == (x,), _NEEDS2[x][y] == (x, y)
+_NEEDS1 = ((False,), (True,))
+_NEEDS2 = (((False, False), (False, True)), ((True, False), (True, True)))
 
 
 def _edge_of(a):

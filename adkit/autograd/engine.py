@@ -258,14 +258,14 @@ def _execute(ready, buffers, deps, needed, tiebreak, captures, captured, accumul
              keep_graph):
     """Run ready nodes, highest sequence number first, passing gradients on. NB: the hot
     loop of backward. A node with no hooks, capture or anomaly check runs inline; a node
-    that alone became ready while no other waits runs next without the heap (every step
-    of a chain)."""
-    heappop, heappush = heapq.heappop, heapq.heappush
+    that alone became ready while no other waits runs next with its gradients in hand,
+    past the heap and the buffers (every step of a chain)."""
+    heappop = heapq.heappop
     anomaly = anomaly_mode.STATE.enabled
     pruned = needed is not None
     node = heappop(ready)[2] if ready else None
+    grads = buffers.pop(node, None)  # NB: made by the first gradient that is not None
     while node is not None:
-        grads = buffers.pop(node, None)  # NB: made by the first gradient that is not None
         if node._no_hooks and not anomaly and (captures is None or node not in captures):
             if grads is None:
                 outs = (None,) * len(node._edges)
@@ -276,12 +276,11 @@ def _execute(ready, buffers, deps, needed, tiebreak, captures, captured, accumul
         else:
             outs = _evaluate_slowly(node, grads, anomaly, captures, captured, accumulate,
                                     keep_graph)
-        sender, node = node, None
-        for edge, g in zip(sender._edges, outs):
-            child, nr = edge
+        sender, node, grads = node, None, None
+        for (child, nr), g in zip(sender._edges, outs):
             if child is None:
-                if g is not None and edge is NOT_TENSOR:
-                    raise _non_tensor_gradient(sender, outs, edge, g)
+                if g is not None:
+                    _check_tensor_input(sender, outs, g)
                 continue
             if pruned and not needed[child]:
                 continue
@@ -289,27 +288,40 @@ def _execute(ready, buffers, deps, needed, tiebreak, captures, captured, accumul
                 shape, dtype = child._output_meta[nr]
                 if type(g) is not Tensor or g._data.dtype is not dtype or \
                         g._data.shape != shape:  # NB: identity first: the cheap common case
-                    g = _validated(sender, _position(sender, outs, edge, g), g, shape, dtype)
+                    g = _validated(sender, _position(sender, outs, child, nr, g), g, shape,
+                                   dtype)
                 if anomaly:
                     anomaly_mode.record_sender(child, sender)
-                buf = buffers.get(child)
-                if buf is None:
-                    buf = buffers[child] = [None] * child._num_outputs
-                buf[nr] = g if buf[nr] is None else buf[nr] + g
             remaining = deps[child] - 1
-            deps[child] = remaining
-            if remaining == 0:
-                if node is None and not ready:
-                    node = child  # the only ready node: it runs next
-                    continue
-                if node is not None:  # a second one: both wait in the heap
-                    tiebreak += 1
-                    heappush(ready, (-node._sequence_nr, tiebreak, node))
-                    node = None
-                tiebreak += 1
-                heappush(ready, (-child._sequence_nr, tiebreak, child))
+            if remaining:  # more gradients to come
+                deps[child] = remaining
+                if g is not None:
+                    _add_to_buffer(buffers, child, nr, g)
+                continue
+            got = buffers.pop(child, None)
+            if g is not None:
+                if got is None:
+                    got = [None] * child._num_outputs
+                got[nr] = g if got[nr] is None else got[nr] + g
+            if node is None and not ready:
+                node, grads = child, got  # the only ready node: it runs next
+                continue
+            if node is not None:  # a second one: both wait in the heap
+                tiebreak = _wait(ready, buffers, node, grads, tiebreak)
+                node = None
+            tiebreak = _wait(ready, buffers, child, got, tiebreak)
         if node is None and ready:
             node = heappop(ready)[2]
+            grads = buffers.pop(node, None)
+
+
+def _wait(ready, buffers, node, grads, tiebreak):
+    """Put a ready node on the heap, its gradients in the buffers; the next tiebreak."""
+    if grads is not None:
+        buffers[node] = grads
+    tiebreak += 1
+    heapq.heappush(ready, (-node._sequence_nr, tiebreak, node))
+    return tiebreak
 
 
 def _evaluate_slowly(node, grads, anomaly, *args):
@@ -344,13 +356,21 @@ def _expandable_to(shape, desired):
     return all(s == d or s == 1 for s, d in zip(reversed(shape), reversed(desired)))
 
 
-def _position(node, outs, edge, g):
-    """Which of the node's results g is, on its way along edge (for messages)."""
-    return next(k for k, (e, o) in enumerate(zip(node._edges, outs)) if e is edge and o is g)
+def _position(node, outs, child, nr, g):
+    """Which of the node's results g is, on its way to (child, nr) (for messages)."""
+    return next(k for k, (e, o) in enumerate(zip(node._edges, outs))
+                if e[0] is child and e[1] == nr and o is g)
 
 
-def _non_tensor_gradient(node, outs, edge, g):
-    i = _position(node, outs, edge, g)
+def _check_tensor_input(node, outs, g):
+    """A gradient for an argument that needs none is dropped, unless that argument was
+    no tensor at all: PyTorch's error."""
+    for k, (e, o) in enumerate(zip(node._edges, outs)):
+        if o is g and e is NOT_TENSOR:
+            raise _non_tensor_gradient(node, k)
+
+
+def _non_tensor_gradient(node, i):
     return RuntimeError(f"function {node.name()} returned a gradient different than None at "
                         f"position {i + 1}, but the corresponding forward input was not a "
                         "Variable")
@@ -402,7 +422,7 @@ def _validate_outputs(node, outs):
             continue
         if child is None:
             if edge is NOT_TENSOR:
-                raise _non_tensor_gradient(node, outs, edge, g)
+                raise _non_tensor_gradient(node, k)
             continue
         checked[k] = _validated(node, k, g, *child._output_meta[nr])
     return checked

@@ -16,7 +16,7 @@ import numpy as np
 from .. import _dispatch
 from .._hooks import HookDict, add_hook
 from ..tensor import Tensor, _make
-from ._eager import apply_array_op, eager_apply
+from ._eager import array_entry, eager_apply
 from .grad_mode import is_grad_enabled, no_grad
 from .node import FREED_MESSAGE, Node, unpack_saved
 
@@ -184,6 +184,7 @@ class FunctionMeta(type):
         cls._plain_arrays = (getattr(cls, "_arrays_in", False) and
                              getattr(cls, "modifies", None) is None and
                              not getattr(cls, "is_view", False))
+        cls._array_op = array_entry(_arity(cls)) if cls._plain_arrays else None
 
 
 def _node_name(name, attrs):
@@ -218,9 +219,16 @@ def _binding(cls):
     return cls._binding
 
 
+def _arity(cls):
+    """The number of forward's parameters (-1: *args, or no forward yet)."""
+    if cls.forward is _SingleLevelFunction.forward:
+        return -1
+    return (cls._binding or _binding(cls))[0]
+
+
 def plain_arity(cls):
     """How many positional arguments cls's forward takes, when calling its eager path
-    with exactly that many (`apply_array_op(cls, args)`, after checking that no
+    with exactly that many (`cls._array_op(cls, args)`, after checking that no
     interpreter is active) does what `cls.apply` does: a built-in op that writes into
     nothing and makes no view, with a plain signature. Else None."""
     if not cls._plain_arrays:
@@ -346,7 +354,7 @@ class Function(_SingleLevelFunction):
         if stack:
             return stack[-1].process(cls, args)
         if cls._plain_arrays:  # NB: most ops; one call frame fewer on the hot path
-            return apply_array_op(cls, args)
+            return cls._array_op(cls, args)
         return eager_apply(cls, args)
 
 

@@ -12,7 +12,6 @@ import inspect
 import numpy as np
 
 from .._dispatch import interpreters
-from ..autograd._eager import apply_array_op
 from ..autograd.function import plain_arity
 from ..tensor import Tensor, _make
 from . import (assemble, binary, comparison, conversion, extrema, indexing, inplace, join,
@@ -75,7 +74,7 @@ def _direct_class(fn, arity):
     when `fn` gets `arity` positional arguments (see autograd.function.plain_arity), or
     None. NB: skipping `apply` saves a call frame and its argument binding per op."""
     cls = getattr(fn, "__self__", None)  # fn is cls.apply for a regular signature
-    if isinstance(cls, type) and issubclass(cls, ArrayFunction) and \
+    if isinstance(cls, type) and issubclass(cls, ArrayFunction) and fn == cls.apply and \
             plain_arity(cls) == arity:
         return cls
     return None
@@ -87,10 +86,12 @@ def _as_method(fn):
         def method(self, *args, **kwargs):
             return fn(self, *args, **kwargs)
     else:
+        run = cls._array_op
+
         def method(self, *args, **kwargs):
             if args or kwargs or interpreters():
                 return fn(self, *args, **kwargs)
-            return apply_array_op(cls, (self,))
+            return run(cls, (self,))
     method.__name__ = getattr(fn, "__name__", "method")
     method.__doc__ = getattr(fn, "__doc__", None)
     return method
@@ -110,6 +111,7 @@ _FAST_OPERANDS = (Tensor, float, int)
 
 def _binary_operator(fn, reflected=False):
     cls = _direct_class(fn, 2)
+    run = cls._array_op if cls is not None else None
 
     def operator(self, other):
         if type(other) not in _FAST_OPERANDS:
@@ -119,7 +121,7 @@ def _binary_operator(fn, reflected=False):
         args = (other, self) if reflected else (self, other)
         if cls is None or interpreters():
             return fn(*args)
-        return apply_array_op(cls, args)
+        return run(cls, args)
     return operator
 
 

@@ -49,17 +49,18 @@ def as_float_array(x):
 
 def cast_result(result, a, b):
     """Cast a binary numpy result to PyTorch's promoted dtype of the operands."""
+    if type(result) is np.ndarray:
+        dt = result.dtype
+        # NB: the common case first, by identity: every array operand already has the
+        # result's dtype (numpy and PyTorch agree then, beside Python numbers too)
+        if getattr(a, "dtype", dt) is dt and getattr(b, "dtype", dt) is dt:
+            return result
     if type(a) is np.ndarray:
         want = a.dtype
         if type(b) is np.ndarray:
-            other = b.dtype
-            if other is want and type(result) is np.ndarray and result.dtype is want:
-                return result  # NB: the common case, found by identity (cheapest)
-            if other != want:
+            if b.dtype != want:
                 want = dtypes.result_type(a, b).np
-        elif type(b) is float and want.kind == "f":
-            pass  # a float tensor keeps its dtype next to a Python float
-        else:
+        elif type(b) is not float or want.kind != "f":  # (a float keeps a float's dtype)
             want = dtypes.result_type(a, b).np
     elif type(b) is np.ndarray and type(a) is float and b.dtype.kind == "f":
         want = b.dtype
@@ -72,6 +73,10 @@ def cast_result(result, a, b):
 
 def float_cast_result(result, *operands):
     """Like cast_result, but integer results become the default float dtype."""
+    if type(result) is np.ndarray:
+        dt = result.dtype
+        if dt.kind == "f" and all(getattr(o, "dtype", dt) is dt for o in operands):
+            return result  # NB: the common case, as in cast_result
     want = dtypes.float_result_type(*operands).np
     result = np.asarray(result)
     return result if result.dtype == want else result.astype(want)

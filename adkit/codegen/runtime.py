@@ -6,6 +6,7 @@ Owns: `compile_module(ir_module) -> NativeModule`, `host_vector_isa()`,
 `mvec_available()`, `blas_library()`. Does not: generate IR (kernels.py, scalar.py).
 """
 import contextlib
+import contextvars
 import ctypes
 import functools
 import glob
@@ -61,6 +62,17 @@ def host_vector_isa():
     if features.get("avx2"):
         return "d", 32
     return "b", 16
+
+
+# The widest vector, in bytes, of the CPU code is made for when that is not this
+# machine's: an export for another CPU sets it (export.py); None: the host's
+TARGET_VECTOR_BYTES = contextvars.ContextVar("adkit_target_vector_bytes", default=None)
+
+
+def target_vector_bytes():
+    """The widest vector of the CPU code is planned and emitted for (what vector widths
+    and libmvec variants follow): TARGET_VECTOR_BYTES, else this machine's."""
+    return TARGET_VECTOR_BYTES.get() or host_vector_isa()[1]
 
 
 @functools.lru_cache(maxsize=None)

@@ -35,10 +35,6 @@ def use_polynomial_math(name=None, itemsize=8):
 # True while code is emitted for a library that will be linked without libmvec (an
 # exported one, export.py): vector math then uses the polynomials and libm
 WITHOUT_LIBMVEC = contextvars.ContextVar("adkit_without_libmvec", default=False)
-# The widest vector, in bytes, of the CPU the code is for; None: this machine's. An
-# export for another CPU sets it (export.py): libmvec's variants (_ZGVb 16, _ZGVd 32,
-# _ZGVe 64 bytes) are called up to that width only
-TARGET_VECTOR_BYTES = contextvars.ContextVar("adkit_target_vector_bytes", default=None)
 
 
 def mvec_usable():
@@ -142,9 +138,8 @@ class ScalarBuilder:
                 use_polynomial_math(name, self.itemsize):
             return vecmath.emit(self, name, args)
         isa = _MVEC_ISA.get(self.lanes * self.itemsize)  # libmvec's name for this width
-        widest = TARGET_VECTOR_BYTES.get() or runtime.host_vector_isa()[1]
         if self.lanes > 1 and isa is not None and mvec_usable() and \
-                _MVEC_BYTES[isa] <= widest:
+                _MVEC_BYTES[isa] <= runtime.target_vector_bytes():
             vname = f"_ZGV{isa}N{self.lanes}{'v' * len(args)}_{name}{self.suffix}"
             return self.b.call(self._declare(vname, len(args)), args)
         scalar = self._libm(name, len(args))

@@ -144,7 +144,8 @@ class Kernel:
     """A fused loop nest over `shape` reading inputs with element `strides` (0 where an
     input is broadcast) and writing `outputs` (see Output)."""
 
-    def __init__(self, name, dtype, shape, in_strides, steps, outputs, in_dtypes=None):
+    def __init__(self, name, dtype, shape, in_strides, steps, outputs, in_dtypes=None,
+                 rows=False):
         self.name = name
         self.dtype = np.dtype(dtype)  # the float dtype the kernel computes in
         # each input's dtype: the kernel's, or bool
@@ -152,7 +153,9 @@ class Kernel:
             else [self.dtype] * len(in_strides)
         self.size = int(np.prod(shape, dtype=np.int64))
         strides = [tuple(s) for s in in_strides] + [tuple(o.strides) for o in outputs]
-        self.shape, strides = _collapse(tuple(shape), strides)
+        # with `rows`, the inner loop is one row of `shape` (row_products.py calls the
+        # kernel on blocks of rows): the last dim is never merged with the others
+        self.shape, strides = _collapse(tuple(shape), strides, rows)
         self.strides = strides[:len(in_strides)]
         self.outputs = [o._replace(strides=s)
                         for o, s in zip(outputs, strides[len(in_strides):])]
@@ -196,15 +199,18 @@ class Kernel:
 ElementwiseKernel = Kernel  # the name it had before reductions joined
 
 
-def _collapse(shape, strides):
-    """Merge adjacent dims that every operand walks contiguously; drop size-1 dims."""
-    dims = [(n, [s[d] for s in strides]) for d, n in enumerate(shape) if n != 1]
+def _collapse(shape, strides, rows=False):
+    """Merge adjacent dims that every operand walks contiguously (with `rows`, all but
+    the last); drop size-1 dims."""
+    last = len(shape) - 1
+    dims = [(n, [s[d] for s in strides], d == last and rows)
+            for d, n in enumerate(shape) if n != 1]
     if not dims:
         return (1,), [(0,) for _ in strides]
-    merged = [dims[0]]
-    for n, st in dims[1:]:
+    merged = [dims[0][:2]]
+    for n, st, keep in dims[1:]:
         pn, pst = merged[-1]
-        if all(a == b * n for a, b in zip(pst, st)):
+        if not keep and all(a == b * n for a, b in zip(pst, st)):
             merged[-1] = (pn * n, st)
         else:
             merged.append((n, st))
@@ -238,8 +244,8 @@ def lower_kernel(kernel, module, vector_bytes):
         lo, hi = kernel.fixed_range or (start, stop)
         emit.inner([zero] * n_in, [zero] * n_out, lo, hi)
     else:
-        _for_loop(b, start, stop, 1, lambda o: emit.inner(
-            *_outer_offsets(b, kernel, o), 0, kernel.shape[-1]))
+        _outer_loop(b, kernel, start, stop, lambda ins, outs: emit.inner(
+            ins, outs, 0, kernel.shape[-1]))
     b.ret_void()
     return fn
 
@@ -404,23 +410,58 @@ def _combine(b, combine, x, y):
     return b.select(b.fcmp_unordered("uno", y, y), y, pick)  # y NaN: y
 
 
-def _outer_offsets(b, kernel, o):
-    """Each input's and output's element offset at outer index o (o decomposed over the
-    outer dims)."""
-    idx, rest = [], o
-    for n in reversed(kernel.shape[:-1]):
-        idx.append(b.urem(rest, ir.Constant(I64, n)))
-        rest = b.udiv(rest, ir.Constant(I64, n))
-    idx.reverse()
-
-    def offset(strides):
-        off = ir.Constant(I64, 0)
-        for i, s in zip(idx, strides[:-1]):
+def _outer_loop(b, kernel, start, stop, body):
+    """body(input offsets, output offsets) at each outer index in [start, stop) (an
+    index over the outer dims, row-major): its digits and each operand's offset are
+    found once, at start, then stepped like an odometer. (Dividing them out of the
+    index at every row cost a multi-dim kernel with short rows most of its time.)"""
+    dims = kernel.shape[:-1]
+    strides = [s[:-1] for s in kernel.strides] + [o.strides[:-1] for o in kernel.outputs]
+    digits, offsets = [b.alloca(I64) for _ in dims], [b.alloca(I64) for _ in strides]
+    rest = start
+    for d in reversed(range(len(dims))):  # the digits of start
+        b.store(b.urem(rest, ir.Constant(I64, dims[d])) if d else rest, digits[d])
+        rest = b.udiv(rest, ir.Constant(I64, dims[d]))
+    for k, st in enumerate(strides):
+        total = ir.Constant(I64, 0)
+        for d, s in enumerate(st):
             if s:
-                off = b.add(off, b.mul(i, ir.Constant(I64, s)))
-        return off
-    return ([offset(s) for s in kernel.strides],
-            [offset(o.strides) for o in kernel.outputs])
+                total = b.add(total, b.mul(b.load(digits[d], typ=I64), ir.Constant(I64, s)))
+        b.store(total, offsets[k])
+
+    def row(_):
+        values = [b.load(x, typ=I64) for x in offsets]
+        body(values[:len(kernel.strides)], values[len(kernel.strides):])
+        _step_odometer(b, dims, strides, digits, offsets)
+    _for_loop(b, start, stop, 1, row)
+
+
+def _step_odometer(b, dims, strides, digits, offsets):
+    """The next outer index: the last digit and the offsets move on one step; a digit
+    that reaches its dim's size goes back to 0 and carries into the one before."""
+    done = b.append_basic_block("odometer.done")
+    for d in reversed(range(len(dims))):
+        digit = b.add(b.load(digits[d], typ=I64), ir.Constant(I64, 1))
+        for k, st in enumerate(strides):
+            if st[d]:
+                b.store(b.add(b.load(offsets[k], typ=I64), ir.Constant(I64, st[d])),
+                        offsets[k])
+        if d == 0:  # the first digit never wraps inside [start, stop)
+            b.store(digit, digits[d])
+            break
+        wrap, keep = b.append_basic_block("odometer.wrap"), b.append_basic_block("odometer.keep")
+        b.cbranch(b.icmp_signed("==", digit, ir.Constant(I64, dims[d])), wrap, keep)
+        b.position_at_end(keep)
+        b.store(digit, digits[d])
+        b.branch(done)
+        b.position_at_end(wrap)
+        b.store(ir.Constant(I64, 0), digits[d])
+        for k, st in enumerate(strides):
+            if st[d]:
+                b.store(b.sub(b.load(offsets[k], typ=I64), ir.Constant(I64, st[d] * dims[d])),
+                        offsets[k])
+    b.branch(done)
+    b.position_at_end(done)
 
 
 def _load(b, sb, ptr, base, stride, i, is_bool=False, mask=None):

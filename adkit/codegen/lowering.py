@@ -14,7 +14,7 @@ import numpy as np
 from ..ir import passes, printing, rules
 from ..ir.passes.fuse import contraction, reduction_dims, unit_view
 from ..ops._helpers import Fill
-from . import buffers, kernels, program
+from . import buffers, kernels, program, row_products, runtime
 from .branches import switch_call
 from .buffers import Layout, broadcast_strides, contiguous_strides
 from .indexed import indexed
@@ -30,16 +30,77 @@ FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def fused_kernel(planner, n):
-    """A FusedKernel node: its sub-graph as one kernel."""
+    """A FusedKernel node: its sub-graph as one kernel (and its row products, if any:
+    row_product_kernel)."""
     graph = planner.graph
     if graph.nx.nodes[n]["op"] is not passes.FusedKernel:
         return None
+    sub = graph.nx.nodes[n]["params"]["graph"]
+    products = [m for m in sub.op_nodes if getattr(sub.nx.nodes[m]["op"], "native_contraction",
+                                                    False) and contraction(sub, m) is None]
+    if products:
+        return row_product_kernel(planner, n, products)
     ins = [planner.layout((u, out)) for _, u, out in graph.args_of(n)]
     wanted = [planner.destination(n, i) for i in range(len(graph.specs_of(n)))]
     kernel, scales, ins, placed = kernel_for(graph, n, planner.kernel_name(), ins, wanted)
     outs = [planner.place(n, i, wanted[i]) if i in placed else planner.result(n, i)
             for i in range(len(wanted))]
     return [planner.kernel_call(kernel, ins, outs, scales)]
+
+
+def row_product_kernel(planner, n, products):
+    """FusedKernel node n whose sub-graph holds row products (fuse.py: C = A @ B, B a
+    member): the kernel of the rest, which writes B's rows into blocks instead of B,
+    and a RowProductCall multiplying each block into C."""
+    graph = planner.graph
+    sub = graph.nx.nodes[n]["params"]["graph"]
+    rest, roles = _without_products(sub, products)
+    ins = [planner.layout((u, out)) for _, u, out in graph.args_of(n)]
+    kept = [i for i, role in enumerate(roles) if role is None]
+    wanted = [planner.destination(n, i) for i in kept]
+    vector_bytes = runtime.target_vector_bytes()
+    blocks, found = [], []
+    for m in products:
+        (_, a, _), (_, b, _) = sorted(sub.args_of(m))
+        spec = sub.specs_of(b)[0]
+        padded = row_products.padded_width(spec.shape[-1], spec.dtype.np, vector_bytes)
+        rows = row_products.block_rows(spec.shape[-2], padded, spec.dtype.np)
+        wanted.append(Layout(None, 0, tuple(spec.shape),
+                             (0,) * (len(spec.shape) - 2) + (padded, 1), spec.dtype.np))
+        blocks.append((rows, padded, spec.dtype.np))
+        found.append(ins[sub.nx.nodes[a]["index"]])
+    if None in found:  # an A native code cannot read
+        return None
+    kernel, scales, ins, placed = kernel_of(rest, planner.kernel_name(), ins, wanted, rows=True)
+    outs = [planner.place(n, i, wanted[j]) if j in placed else planner.result(n, i)
+            for j, i in enumerate(kept)]
+    calls = [row_products.Product(a, planner.result(n, roles.index(p)), len(kept) + p)
+             for p, a in enumerate(found)]
+    fmas = sum(int(np.prod(c.c.shape)) * c.a.shape[-1] for c in calls)
+    workers = planner.kernel_workers(kernel, fmas * row_products.NS_PER_FMA)
+    if not row_products.splits_by_batch(kernel):
+        workers = 1
+    per_worker = [[planner.scratch((rows, padded), dtype) for _ in range(workers)]
+                  for rows, padded, dtype in blocks]
+    return [row_products.RowProductCall(kernel, ins, outs + [None] * len(products), calls,
+                                        per_worker, workers, scales)]
+
+
+def _without_products(sub, products):
+    """(a copy of fused sub-graph `sub` without its row products, whose outputs are the
+    others of `sub`, then each product's B; for each output of `sub`, None when it is
+    still an output, else the index of the product making it)."""
+    rest = sub.copy()
+    sources = [sub.args_of(o)[0][1:] for o in sub.outputs]
+    rest.nx.remove_nodes_from(list(sub.outputs) + list(products))
+    roles = [products.index(u) if u in products else None for u, _ in sources]
+    for (u, out), role in zip(sources, roles):
+        if role is None:
+            rest.add_output((u, out))
+    for m in products:
+        (_, b, b_out), = [arg for arg in sub.args_of(m) if arg[0] == 1]
+        rest.add_output((b, b_out))
+    return rest, roles
 
 
 def gemm(planner, n):
@@ -217,7 +278,12 @@ def kernel_for(graph, n, name, in_layouts, out_layouts=()):
     {output: scale} for means (`averages`), the layouts of the kernel's inputs
     (in_layouts, then the matmul operands'), and the outputs written where
     `out_layouts` (a Layout or None per output) says instead of contiguously."""
-    sub = graph.nx.nodes[n]["params"]["graph"]
+    return kernel_of(graph.nx.nodes[n]["params"]["graph"], name, in_layouts, out_layouts)
+
+
+def kernel_of(sub, name, in_layouts, out_layouts=(), rows=False):
+    """kernel_for's Kernel of fused sub-graph `sub`; with `rows`, each run of its inner
+    loop is one row of the iteration space (its last dim stays a dim of its own)."""
     index = {i: k for k, i in enumerate(sub.inputs)}
     steps, position, reduced, alias = [], {}, {}, {}
     names = printing.name_values(sub)  # the body's listing names, for the LLVM values
@@ -253,7 +319,7 @@ def kernel_for(graph, n, name, in_layouts, out_layouts=()):
         np.dtype(np.bool_)}
     dtype, = floats  # fuse groups ops of one float dtype (and bools)
     kernel = kernels.Kernel(name, dtype, shape, strides, steps, outputs,
-                            [layout.dtype for layout in layouts])
+                            [layout.dtype for layout in layouts], rows)
     return kernel, scales, layouts, placed
 
 

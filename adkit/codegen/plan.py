@@ -259,9 +259,13 @@ class Planner:
 
     def kernel_call(self, kernel, ins, outs, scales=None):
         """A KernelCall of `kernel`, on as many threads as the cost model says."""
-        workers = self.threads if estimated_ns(kernel) >= PARALLEL_MIN_NS else 1
+        return program.KernelCall(kernel, ins, outs, self.kernel_workers(kernel), scales)
+
+    def kernel_workers(self, kernel, extra_ns=0.0):
+        """Threads for a call of `kernel` (and `extra_ns` more work: a row product's)
+        by the cost model; `kernel` joins the plan's list."""
         self.kernels.append(kernel)
-        return program.KernelCall(kernel, ins, outs, workers, scales)
+        return self.threads if estimated_ns(kernel) + extra_ns >= PARALLEL_MIN_NS else 1
 
     def _native(self, n):
         return n in self.made or n in self.views

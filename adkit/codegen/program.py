@@ -112,11 +112,7 @@ class KernelCall(NativeCall):
                         *ins, *outs])
         else:
             self._emit_threads(b, module, fn, ins, outs, elem)
-        for k, scale in self.scales.items():
-            n = int(np.prod(self.outputs[k].shape))
-            for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, n), 1, lambda i, k=k: b.store(
-                b.fmul(b.load(b.gep(outs[k], [i], source_etype=elem), typ=elem),
-                       ir.Constant(elem, scale)), b.gep(outs[k], [i], source_etype=elem)))
+        scale_means(b, kernel.dtype, outs, self.outputs, self.scales)
 
     def _emit_threads(self, b, module, fn, ins, outs, elem):
         kernel, workers = self.kernel, self.workers
@@ -377,6 +373,17 @@ def _pointer(b, data, layout):
     if not layout.offset:
         return base
     return b.gep(base, [ir.Constant(I64, layout.offset)], source_etype=_elem(layout.dtype))
+
+
+def scale_means(b, dtype, outs, layouts, scales):
+    """Multiply output k (at pointer outs[k], Layout layouts[k]) by scales[k]: a mean is
+    its sum times 1/count."""
+    elem = _elem(dtype)
+    for k, scale in scales.items():
+        n = int(np.prod(layouts[k].shape))
+        for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, n), 1, lambda i, k=k: b.store(
+            b.fmul(b.load(b.gep(outs[k], [i], source_etype=elem), typ=elem),
+                   ir.Constant(elem, scale)), b.gep(outs[k], [i], source_etype=elem)))
 
 
 def _fill(b, ptr, elem, n, value):

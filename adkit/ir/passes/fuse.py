@@ -90,8 +90,9 @@ def fuse(graph):
     _recompute_cheap_reads(g)
     ungrouped = g.copy()
     rank = {n: i for i, n in enumerate(ungrouped.topo_order())}
-    for members in _groups(ungrouped):  # a lone op too: it still becomes one native loop
-        _replace_group(g, sorted(members, key=rank.get))
+    groups, products = _groups(ungrouped)
+    for members in groups:  # a lone op too: it still becomes one native loop
+        _replace_group(g, sorted(members, key=rank.get), products)
     return g
 
 
@@ -203,6 +204,72 @@ def contraction(graph, n):
     return k if 1 <= k and (k <= CONTRACT_MAX_K or small) else None
 
 
+# A product C = A @ B whose right operand a kernel makes, with a long contracted dim
+# and a small result, is computed by that kernel's call (a "row product", lowered by
+# codegen/row_products.py): the kernel makes B a block of rows at a time into a buffer
+# that stays in cache, and each block is multiplied into C, whose sums stay in
+# registers, so B is never stored whole. (A GMM gradient's x^T @ w_k: 25 products of
+# [10, 10000] @ [10000, 10], whose w had been written, 20 MB, and read back by BLAS.)
+ROW_PRODUCT_MIN_K = 64  # shorter products: inline (contraction) or BLAS
+ROW_PRODUCT_MAX_OUTPUT = 1024  # elements of one C matrix (M * N): its sums in registers
+
+
+def row_product(graph, n):
+    """Whether node n is a matmul (its class says `native_contraction`) C = A @ B that
+    the kernel making B may compute as it goes: float operands of C's dtype, not
+    inline (`contraction`), A a matrix whose batch dims are none or B's, B [..., K, N]
+    with K >= ROW_PRODUCT_MIN_K and N > 1, M * N <= ROW_PRODUCT_MAX_OUTPUT, and B
+    made by a fusible op. (Whether it joins B's group is _place_row_product's call, and
+    it leaves again when something outside that group reads B: _unread_rows.)"""
+    data = graph.nx.nodes[n]
+    if data["kind"] != "op" or not getattr(data["op"], "native_contraction", False) or \
+            contraction(graph, n) is not None:
+        return False
+    args = sorted(graph.args_of(n))
+    if len(args) != 2 or data["dtype"].np not in _NATIVE_FLOATS:
+        return False
+    (_, a, a_out), (_, b, b_out) = args
+    a_spec, b_spec = graph.specs_of(a)[a_out], graph.specs_of(b)[b_out]
+    if a_spec.dtype != data["dtype"] or b_spec.dtype != data["dtype"] or \
+            len(a_spec.shape) < 2 or len(b_spec.shape) < 2 or \
+            tuple(a_spec.shape[:-2]) not in ((), tuple(b_spec.shape[:-2])):
+        return False
+    (m, k), width = a_spec.shape[-2:], b_spec.shape[-1]
+    if k < ROW_PRODUCT_MIN_K or width < 2 or m * width > ROW_PRODUCT_MAX_OUTPUT:
+        return False
+    dtype = compute_dtype(graph, b)
+    return dtype is not False and dtype is not None and graph.nx.number_of_edges(b, n) == 1
+
+
+def _place_row_product(graph, n, group_of, groups, rank):
+    """A row product joins the group making its B when that group iterates over
+    exactly B's shape (else it stays a BLAS product); it is a group's end."""
+    (_, a, _), (_, b, _) = sorted(graph.args_of(n))
+    gid = group_of.get(b)
+    if gid is None or group_of.get(a) == gid or b in groups[gid]["ends"] or \
+            groups[gid]["mixed"] or \
+            groups[gid]["shape"] != tuple(graph.nx.nodes[b]["shape"]) or \
+            not _acyclic_with(graph, groups[gid]["nodes"] + [n], group_of, groups, rank):
+        return
+    groups[gid]["nodes"].append(n)
+    groups[gid]["ends"].add(n)
+    groups[gid]["exact"] = True
+    groups[gid].setdefault("products", set()).add(n)
+    group_of[n] = gid
+
+
+def _unread_rows(graph, groups, group_of):
+    """Take out of their groups the row products whose B something outside the group
+    reads: B is then stored whole anyway, and BLAS reads it as well."""
+    for grp in groups:
+        for n in sorted(grp.get("products", ())):
+            (_, b, _), = [arg for arg in graph.args_of(n) if arg[0] == 1]
+            if any(group_of.get(v) != group_of[n] for v in graph.nx.successors(b)):
+                grp["nodes"].remove(n)
+                grp["products"].discard(n)
+                del group_of[n]
+
+
 def _groups(graph):
     """Fusible nodes grouped greedily in topological order, merging a node into a
     producer's group when shapes and dtypes match and no cycle results. Shapes match
@@ -221,6 +288,9 @@ def _groups(graph):
             groups[-1]["contracts"] = True  # at other indices, so from memory
         elif reduction_dims(graph, n) is not None:
             _place_reduction(graph, n, group_of, groups, rank)
+            continue
+        elif row_product(graph, n):
+            _place_row_product(graph, n, group_of, groups, rank)
             continue
         elif unit_view(graph, n):
             _place_view(graph, n, group_of, groups, rank)
@@ -245,7 +315,9 @@ def _groups(graph):
             continue
         group_of[n] = len(groups) - 1
         groups[-1]["nodes"].append(n)
-    return [grp["nodes"] for grp in groups if grp["nodes"]]
+    _unread_rows(graph, groups, group_of)
+    return [grp["nodes"] for grp in groups if grp["nodes"]], \
+        {n for grp in groups for n in grp.get("products", ())}
 
 
 def _squeezed(shape):
@@ -383,8 +455,9 @@ def _source(g, u, out):
     return (u, out)
 
 
-def _replace_group(g, members):
-    """members: in topological order (node ids need not be: decompose adds nodes)."""
+def _replace_group(g, members, products):
+    """members: in topological order (node ids need not be: decompose adds nodes);
+    `products`: the row products among all groups' members."""
     inside = set(members)
     sub, inputs, mapping = Graph(), [], {}
     for n in members:
@@ -395,7 +468,8 @@ def _replace_group(g, members):
             else:
                 # only elementwise ops broadcast what they read: a matmul (rows and
                 # columns) and a reduction (its iteration space) read inputs whole
-                whole = contraction(g, n) is not None or reduction_dims(g, n) is not None
+                whole = contraction(g, n) is not None or \
+                    reduction_dims(g, n) is not None or n in products
                 key = (u, out) if whole else _source(g, u, out)
                 if key not in inputs:
                     inputs.append(key)

@@ -138,7 +138,7 @@ class BinaryElementwise(ArrayFunction):
     backward: grad_x = sum_to(grad_out * dz/dx, x.shape), likewise y;
     jvp:      out_t = dz/dx * x_t + dz/dy * y_t.
     `saves` names what partials read ("x", "y", "out"); unsaved tensors arrive as None
-    (a Python-number operand always arrives as itself). `only_for_other` names the
+    (a Python-number operand arrives as itself, unless `saves` is empty). `only_for_other` names the
     operands read only by the other operand's partial (mul: dz/dy = x): beside a Python
     number, which has no derivative, such an operand is not saved, as in PyTorch (so
     writing it in place later is no error)."""
@@ -169,10 +169,7 @@ class BinaryElementwise(ArrayFunction):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        # for x and for y: (whether dz/dx reads it, whether dz/dy reads it)
-        own_x, own_y = ("x" not in cls.only_for_other, "y" not in cls.only_for_other)
-        cls._readers = ((own_x, True) if "x" in cls.saves else (False, False),
-                        (True, own_y) if "y" in cls.saves else (False, False))
+        cls._keep = _keep_table(cls.saves, cls.only_for_other)
         cls._saves_out = "out" in cls.saves
 
     @staticmethod
@@ -180,20 +177,17 @@ class BinaryElementwise(ArrayFunction):
         """Save an operand only when a gradient that reads it is needed, as PyTorch
         does (so writing the other operand in place later is no error); keep Python
         numbers as constants. to_save is (x, y), or (x, y, out) when partials read out."""
+        cls = ctx._forward_cls
+        if not cls.saves:  # partials read nothing (add, sub): numbers included
+            return
         x, y = inputs
         x_tensor, y_tensor = isinstance(x, Tensor), isinstance(y, Tensor)
         if not (x_tensor and y_tensor):
             ctx.constants = (None if x_tensor else x, None if y_tensor else y)
-        cls = ctx._forward_cls
-        if not cls.saves:
-            return
         needs = ctx.needs_input_grad  # (an in-place op's has a third, hidden input)
-        need_x, need_y = needs[0], needs[1]
-        (x_for_x, x_for_y), (y_for_x, y_for_y) = cls._readers
-        if not (x_tensor and (x_for_x and need_x or x_for_y and need_y)):
-            x = None
-        if not (y_tensor and (y_for_x and need_x or y_for_y and need_y)):
-            y = None
+        keep_x, keep_y = cls._keep[needs[0]][needs[1]]
+        x = x if keep_x and x_tensor else None
+        y = y if keep_y and y_tensor else None
         if cls._saves_out:
             ctx.to_save = (x, y, output)
         elif x is not None or y is not None:
@@ -232,6 +226,18 @@ class BinaryElementwise(ArrayFunction):
             return None
         total = terms[0] if len(terms) == 1 else terms[0] + terms[1]
         return total.expand(out_shape) if total._data.shape != out_shape else total
+
+
+def _keep_table(saves, only_for_other):
+    """keep[need_x][need_y] = (save x?, save y?) for a binary op: an operand is saved
+    when a gradient that reads it is needed (one `only_for_other` is read by the other
+    operand's partial alone; any other saved one, conservatively, by both)."""
+    def keep(name, need_own, need_other):
+        if name not in saves:
+            return False
+        return need_other or (need_own and name not in only_for_other)
+    return tuple(tuple((keep("x", need_x, need_y), keep("y", need_y, need_x))
+                       for need_y in (False, True)) for need_x in (False, True))
 
 
 def _operands(ctx):
@@ -295,13 +301,14 @@ def _unbroadcast(grad, shape):
 
 def _scale(t, d):
     """t * d, skipping the multiplication for the constants 1 and -1 and None (zero)."""
+    if isinstance(d, Tensor):
+        return t * d
     if d is None:
         return None
-    if not isinstance(d, Tensor):
-        if d == 1:
-            return t
-        if d == -1:
-            return -t
+    if d == 1:
+        return t
+    if d == -1:
+        return -t
     return t * d
 
 

@@ -75,8 +75,8 @@ _KEEP_ALIVE = []
 def _keep_compiled_code_alive(monkeypatch):
     real = runtime.compile_module
 
-    def compile_and_keep(module):
-        native = real(module)
+    def compile_and_keep(module, *args, **kwargs):
+        native = real(module, *args, **kwargs)
         _KEEP_ALIVE.append(native)
         return native
 

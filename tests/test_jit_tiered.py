@@ -201,9 +201,60 @@ def test_a_forked_child_compiles_what_the_parent_left_queued():
     np.testing.assert_allclose(jitted.compile(x)(x).numpy(), np.cos(2 * x.numpy()))
 
 
-def test_a_graph_numpy_would_be_slow_on_waits_for_native_code(monkeypatch):
-    monkeypatch.setattr(tiered, "NUMPY_BYTES_PER_NODE", 0)  # every graph is "big"
-    jitted = ak.jit(lambda t: (t * 2.0).exp(), compile="background")
+def _big_graphs(monkeypatch, tmp_path):
+    """Every graph counts as too big for numpy; a fresh disk cache."""
+    monkeypatch.setattr(tiered, "NUMPY_BYTES_PER_NODE", 0)
+    monkeypatch.setenv("ADKIT_CACHE_DIR", str(tmp_path))
+
+
+def test_a_graph_numpy_would_be_slow_on_runs_quick_native_code_first(monkeypatch, tmp_path):
+    _big_graphs(monkeypatch, tmp_path)
+    jitted = ak.jit(lambda t: ((t * 2.0).exp() + 1.0).log(), compile="background")
     x = rand(7)
-    np.testing.assert_allclose(jitted(x).numpy(), np.exp(2 * x.numpy()), rtol=1e-12)
-    assert isinstance(next(iter(jitted.cache.values())), Compiled)
+    want = np.log(np.exp(2 * x.numpy()) + 1.0)
+    np.testing.assert_allclose(jitted(x).numpy(), want, rtol=1e-12)
+    pending = next(iter(jitted.cache.values()))
+    assert isinstance(pending, tiered.Pending) and pending.native_first
+    quick = pending._quick
+    assert isinstance(quick, Compiled) and not quick.optimized
+    assert background.wait(timeout=120)
+    np.testing.assert_allclose(jitted(x).numpy(), want, rtol=1e-12)
+    promoted = next(iter(jitted.cache.values()))
+    assert promoted is quick and quick.optimized  # the same plan, its module at O3
+    assert quick.module.llvm_ir == quick._replaced[0].llvm_ir
+    assert list(tmp_path.rglob("*.o"))  # the optimized code, for the next process
+
+
+def test_quick_code_is_skipped_when_the_disk_cache_has_the_optimized_code(monkeypatch,
+                                                                       tmp_path):
+    _big_graphs(monkeypatch, tmp_path)
+
+    def f(t):
+        return (t * 3.0).sin().sum(0)
+    x = rand(5, 3)
+    ak.jit(f, compile="eager")(x)  # optimized code into the cache
+    jitted = ak.jit(f, compile="background")
+    np.testing.assert_allclose(jitted(x).numpy(), np.sin(3 * x.numpy()).sum(0), rtol=1e-12)
+    compiled = next(iter(jitted.cache.values()))
+    assert isinstance(compiled, Compiled) and compiled.optimized
+    assert compiled.module.from_cache and compiled._replaced == []
+
+
+def test_a_failed_optimizing_compile_of_quick_code_is_retried(monkeypatch, tmp_path):
+    _big_graphs(monkeypatch, tmp_path)
+    real = Compiled.optimize
+    failures = []
+
+    def fails_once(self):
+        if not failures:
+            failures.append(self)
+            raise MemoryError("simulated")
+        return real(self)
+    monkeypatch.setattr(Compiled, "optimize", fails_once)
+    jitted = ak.jit(lambda t: t * 4.0 + 1.0, compile="background")
+    x = rand(6)
+    jitted(x)
+    assert background.wait(timeout=120) and failures
+    np.testing.assert_allclose(jitted(x).numpy(), 4 * x.numpy() + 1, rtol=1e-15)
+    compiled = next(iter(jitted.cache.values()))
+    assert isinstance(compiled, Compiled) and compiled.optimized

@@ -44,7 +44,7 @@ class Compiled:
 
     closes_over_grad = False  # Jitted sets it: the traced function reads a parameter
 
-    def __init__(self, graph, name="jitted function"):
+    def __init__(self, graph, name="jitted function", quick=False):
         self.graph = graph
         planner = plan.Planner(graph)
         self.kernels = planner.kernels
@@ -60,9 +60,8 @@ class Compiled:
         if module.functions and _config.dump_llvm():
             _config.dump(f"{name} LLVM IR", str(module), "ll")
         # a plan whose steps all run on numpy needs no native code
-        self.module = runtime.compile_module(module) if module.functions else None
-        for step in self.steps:
-            step.link(self.module)
+        self.module = runtime.compile_module(module, quick) if module.functions else None
+        self._replaced = []  # quick code a call on another thread may still be running
         self.n_slots = planner.n_slots
         self.input_slots = planner.input_slots
         self.consts = planner.consts
@@ -77,7 +76,29 @@ class Compiled:
                               if isinstance(b, buffers.ResultBuffer)}
         self._local = threading.local()
         self._output_buffers = planner.output_buffers
-        self.run_checked = self._one_call_runner() or self.run_checked
+        self._link(self.module)
+
+    @property
+    def optimized(self):
+        """Whether the native code is optimized (else quick: runtime.quick_object)."""
+        return self.module is None or self.module.optimized
+
+    def optimize(self):
+        """Make quick code optimized code: compile the same LLVM IR at full optimization
+        and switch every step to it (any thread; calls running meanwhile finish on the
+        quick code, which is kept). Returns self."""
+        if not self.optimized:
+            native = runtime.compile_text(self.module.llvm_ir)
+            self._replaced.append(self.module)
+            self._link(native)
+        return self
+
+    def _link(self, native):
+        """Bind the steps (and the one-call runner) to the compiled module `native`."""
+        for step in self.steps:
+            step.link(native)
+        self.module = native
+        self.run_checked = self._one_call_runner() or self._run_steps
 
     def _new_template(self):
         """A buffer list with constants in place and new memory for intermediates:
@@ -179,8 +200,9 @@ class Compiled:
         local.busy = True
         return arrays, True
 
-    def run_checked(self, inputs):
-        """Run on the flat input tensors (already checked against the signature)."""
+    def _run_steps(self, inputs):
+        """`run_checked` (the runner _link sets: run on the flat input tensors, already
+        checked against the signature) for any plan: each step in turn."""
         values = [None] * self.n_slots
         for slot, t in zip(self.input_slots, inputs):
             values[slot] = t

@@ -2,8 +2,9 @@
 optimization pipeline (LLVM's new pass manager), the JIT engine, the native libraries
 compiled code may call (glibc's libmvec, numpy's OpenBLAS), and ctypes wrappers.
 
-Owns: `compile_module(ir_module) -> NativeModule`, `host_vector_isa()`,
-`mvec_available()`, `blas_library()`. Does not: generate IR (kernels.py, scalar.py).
+Owns: `compile_module(ir_module, quick) -> NativeModule` (optimized code, or quick code
+to run until it is made), `host_vector_isa()`, `mvec_available()`, `blas_library()`,
+`one_blas_thread()`. Does not: generate IR (kernels.py, scalar.py).
 """
 import contextlib
 import contextvars
@@ -30,15 +31,15 @@ def _initialized():
     return True
 
 
-def new_target_machine(reloc="default", codemodel="jitdefault"):
-    """A target machine for the host's CPU and features (opt level 3). NB: an execution
-    engine takes ownership of the one it is given, so each engine gets its own. A shared
-    library's code (export.py) wants reloc="pic", codemodel="default"."""
+def new_target_machine(reloc="default", codemodel="jitdefault", opt=3):
+    """A target machine for the host's CPU and features (opt level 3 unless told). NB:
+    an execution engine takes ownership of the one it is given, so each engine gets its
+    own. A shared library's code (export.py) wants reloc="pic", codemodel="default"."""
     _initialized()
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
                                         features=llvm.get_host_cpu_features().flatten(),
-                                        opt=3, reloc=reloc, codemodel=codemodel)
+                                        opt=opt, reloc=reloc, codemodel=codemodel)
 
 
 @functools.lru_cache(maxsize=None)
@@ -89,15 +90,50 @@ def mvec_available():
 
 
 @functools.lru_cache(maxsize=None)
-def blas_library():
+def _numpy_openblas():
     """Path of the OpenBLAS that numpy ships (its cblas symbols carry a scipy_ prefix
-    and a 64 suffix), loaded into the JIT's symbol space; None if not found."""
-    _initialized()
+    and a 64 suffix), or None."""
     libs = os.path.join(os.path.dirname(np.__file__), "..", "numpy.libs", "*openblas*")
-    for path in sorted(glob.glob(libs)):
+    return next(iter(sorted(glob.glob(libs))), None)
+
+
+@functools.lru_cache(maxsize=None)
+def blas_library():
+    """Path of numpy's OpenBLAS, loaded into the JIT's symbol space; None if not found."""
+    _initialized()
+    path = _numpy_openblas()
+    if path is not None:
         llvm.load_library_permanently(path)
-        return path
-    return None
+    return path
+
+
+@functools.lru_cache(maxsize=None)
+def _blas_threads_local():
+    """numpy's OpenBLAS's `int openblas_set_num_threads_local(int)` (it returns the
+    calling thread's previous count), or None."""
+    path = _numpy_openblas()
+    try:
+        fn = ctypes.CDLL(path).openblas_set_num_threads_local if path else None
+    except (OSError, AttributeError):
+        return None
+    if fn is not None:
+        fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_int]
+    return fn
+
+
+@contextlib.contextmanager
+def one_blas_thread():
+    """numpy's matrix products on the calling thread alone, for the duration, as
+    compiled code runs its own (program.py): OpenBLAS's workers spin-wait between
+    calls, and on busy cores a small product that waits for them took 15-40 ms instead
+    of 0.3 (an MLP's first call on numpy: 8-200 ms instead of 4-7)."""
+    set_local = _blas_threads_local()
+    previous = set_local(1) if set_local is not None else None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            set_local(previous)
 
 
 @functools.lru_cache(maxsize=None)
@@ -152,7 +188,8 @@ _CODEGEN_LOCK = threading.Lock()
 
 
 class NativeModule:
-    """A compiled module: its functions as ctypes callables, its LLVM IR and assembly."""
+    """A compiled module: its functions as ctypes callables, its LLVM IR and assembly;
+    `optimized` is False for quick_object's code."""
 
     def __init__(self, llvm_ir, engine, module):
         self.llvm_ir = llvm_ir
@@ -178,12 +215,19 @@ class NativeModule:
         return ctypes.CFUNCTYPE(restype, *argtypes)(address)
 
 
-def compile_module(ir_module):
+def compile_module(ir_module, quick=False):
     """Verify, optimize and JIT-compile an llvmlite.ir.Module, through the on-disk
-    cache of object code (see disk_cache.py) when it is enabled."""
+    cache of object code (see disk_cache.py) when it is enabled. `quick`: when the
+    cache has no optimized code for it, compile with quick_object (not cached) and
+    leave the NativeModule's `optimized` False; `compile_text(native.llvm_ir)` makes the
+    optimized one later."""
+    return compile_text(str(ir_module), quick)
+
+
+def compile_text(text, quick=False):
+    """compile_module of a module's LLVM IR text."""
     _initialized()
     mvec_available()
-    text = str(ir_module)
     if "cblas_" in text:  # loading OpenBLAS costs a process's first compile ~15 ms
         blas_library()
     key = disk_cache.key(text, version_key())
@@ -193,16 +237,50 @@ def compile_module(ir_module):
             return _from_object(text, cached)
         except RuntimeError:  # a damaged cache file: compile again (and overwrite it)
             pass
+    if quick:
+        module, data = quick_object(text)
+    else:
+        module, data = optimized_object(text)
+        disk_cache.store(key, data)
+    native = _from_object(text, data)
+    native._module, native._asm, native.optimized = module, None, not quick
+    return native
+
+
+def optimized_object(text):
+    """(module, object code) of LLVM IR text: verified, O3, code generation at O3."""
     module = llvm.parse_assembly(text)
     module.verify()
     optimize(module)
     with code_generation():
-        data = target_machine().emit_object(module)  # once: run and cache
-    disk_cache.store(key, data)
-    native = _from_object(text, data)
-    native._module = module
-    native._asm = None
-    return native
+        return module, target_machine().emit_object(module)
+
+
+def quick_object(text):
+    """(module, object code) of LLVM IR text compiled 5-10x faster than at O3, for
+    code that runs while the optimized code is made: accumulators out of memory into
+    registers (SROA), instructions combined, branches simplified, then LLVM's fast
+    instruction selection without optimization. Our kernels come vectorized, so this
+    code ran within 0-15% of O3's (GMM gradient, MLP, a 50-node chain), where O3
+    spent 5-9x as long compiling it (its loop passes, strength reduction, the
+    selection DAG)."""
+    module = llvm.parse_assembly(text)
+    module.verify()
+    builder = llvm.create_pass_builder(quick_target_machine(),
+                                       llvm.create_pipeline_tuning_options())
+    passes = llvm.create_new_module_pass_manager()
+    passes.add_sroa_pass()
+    passes.add_instruction_combine_pass()
+    passes.add_simplify_cfg_pass()
+    passes.run(module, builder)
+    with code_generation():
+        return module, quick_target_machine().emit_object(module)
+
+
+@functools.lru_cache(maxsize=None)
+def quick_target_machine():
+    """A target machine at opt level 0 (LLVM then selects instructions fast)."""
+    return new_target_machine(opt=0)
 
 
 def _from_object(text, data):
@@ -213,6 +291,7 @@ def _from_object(text, data):
     engine.finalize_object()
     native = NativeModule(text, engine, None)
     native._asm = "(loaded from the on-disk cache: no assembly listing)"
+    native.optimized = True  # only optimized code is cached
     return native
 
 

@@ -9,9 +9,13 @@ The machine's speed drifts and other jobs share its cores, so the frameworks tak
 each round times every framework (median of `repeats` calls each), and the per-round
 ratios to PyTorch are reported as their median and range. Target (issue 16): adkit's
 forward and forward+backward per op no slower than PyTorch eager's (ratio <= 1).
+Also printed: the Python memory blocks per op that adkit's recorded graph holds (nodes,
+edges, saved tensors; PyTorch keeps its graph in C++, so it has no such number).
 """
 import argparse
+import gc
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -114,6 +118,17 @@ def run_rounds(steps, rounds, repeats):
     return times
 
 
+def tape_blocks_per_op(forward):
+    """Python memory blocks per op held by the graph one forward records (its result
+    kept alive): sys.getallocatedblocks before and after."""
+    gc.collect()
+    before = sys.getallocatedblocks()
+    result = forward()
+    blocks = sys.getallocatedblocks() - before
+    del result
+    return blocks / N_OPS
+
+
 def _cell(samples, base):
     """'us/op  ratio [min-max]' of one framework's rounds against torch's rounds."""
     if not samples:
@@ -155,6 +170,8 @@ def main(argv=None):
     for name, t in times.items():
         print(f"{name:<16}{_cell(t['forward'], base['forward'])}"
               f"{_cell(t['both'], base['both'])}")
+    print(f"adkit's tape: {tape_blocks_per_op(steps['adkit'][0]):.1f} Python memory blocks "
+          "per op")
     return times
 
 

@@ -13,6 +13,7 @@ import pytest
 import adkit as ak
 from adkit.autograd import Function
 from adkit.ir import Graph, TensorSpec, TracerValueError
+from adkit.ops import reduction
 
 from ._op_cases import flatten_outputs, op_cases
 from .op_db import FLOATS, to_tensor_args
@@ -660,3 +661,29 @@ def test_ir_trace_eval_error_names_node():
         graph(ak.zeros(2, 2, dtype=ak.float64))
     note, = info.value.__notes__
     assert "c:f64[2,2] = Inv b" in note and "test_ir_trace.py:" in note
+
+
+REDUCTIONS = ["Sum", "Mean", "Prod", "Amax", "Amin", "Logsumexp"]
+
+
+@pytest.mark.parametrize("name", REDUCTIONS)
+@pytest.mark.parametrize("shape", [(), (1,), (2, 3), (2, 1, 4), (0, 3)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.bool_])
+def test_reduction_shape_rules_agree_with_forward(name, shape, dtype):
+    """Reductions' shape rules (forward on one element) give what forward on the whole
+    input gives: shape, dtype, or the same error."""
+    op = getattr(reduction, name)
+    x = np.zeros(shape, dtype)
+    for dim in ([0, -1, (0, 1), 5] if name == "Logsumexp" else [None, (), 0, -1, (0, 1), 5]):
+        for keepdim in (False, True):
+            assert _outcome(lambda: op.infer(x, dim, keepdim)) == \
+                _outcome(lambda: op.forward(x, dim, keepdim)), (dim, keepdim)
+
+
+def _outcome(fn):
+    try:
+        with np.errstate(all="ignore"):
+            out = np.asarray(fn())
+    except Exception as e:  # noqa: BLE001 -- the error is the outcome compared
+        return type(e).__name__, str(e)
+    return out.shape, out.dtype

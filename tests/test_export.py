@@ -53,19 +53,26 @@ def call_library(path, name, args, like, work=True):
     return code, outs
 
 
-def assert_round_trip(tmp_path, fn, *args, name="f", rtol=1e-12, atol=1e-12):
-    """Export jit(fn) for args, call it, compare with the in-process result."""
+def assert_round_trip(tmp_path, fn, *args, name="f", rtol=1e-12, atol=1e-12,
+                      cpu="native"):
+    """Export jit(fn) for args (built for `cpu`), call it, compare with the in-process
+    result."""
     jitted = ak.jit(fn)
     want = jitted(*args)
-    lib = jitted.export(tmp_path / "lib", *args, name=name)
+    lib = jitted.export(tmp_path / "lib", *args, name=name, cpu=cpu)
     assert lib == str(tmp_path / "lib.so") and os.path.exists(tmp_path / "lib.h")
     for work in (True, False):
         code, got = call_library(lib, name, args, want, work=work)
         assert code == 0
-        for g, w in zip(got, _leaves(want), strict=True):
-            scale = max(1.0, float(np.abs(w.numpy()).max(initial=0)))  # sums' rounding
-            np.testing.assert_allclose(g, w.numpy(), rtol=rtol, atol=atol * scale)
+        assert_outputs_close(got, want, rtol, atol)
     return lib
+
+
+def assert_outputs_close(got, want, rtol, atol):
+    """A library's output arrays against the flat tensors of `want`."""
+    for g, w in zip(got, _leaves(want), strict=True):
+        scale = max(1.0, float(np.abs(w.numpy()).max(initial=0)))  # sums' rounding
+        np.testing.assert_allclose(g, w.numpy(), rtol=rtol, atol=atol * scale)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])

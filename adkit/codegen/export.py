@@ -6,11 +6,15 @@ or, with no linker, `path.o` and `path.h` and an ExportError giving the link com
 and the object code (one LLVM module: the programs, adkit's thread pool, the BLAS
 callees, everything internal but the header's functions). Does not: plan or lower
 (plan.py, lowering.py: the same plans as in-process), choose the BLAS
-(export_blas.py) or the linker (export_link.py), or write the header (export_header.py).
+(export_blas.py), the linker (export_link.py) or the CPU (export_target.py), or write
+the header (export_header.py).
 
 At run time the library needs only the C library, libm, glibc's libmvec when its code
 calls it, and the BLAS found at export time, if one was: no Python, numpy or llvmlite.
-It is built for this machine's CPU (its vector extensions), like in-process code.
+It is built for the CPU that `cpu=` names (export_target.py: "native", this machine's,
+by default, like in-process code; "generic", any x86-64; or an LLVM CPU name): the
+target machine's CPU and features, the vector width its kernels, vector math (which
+libmvec variants) and gemm loops use, and the cost models of the optimization passes.
 """
 import os
 import re
@@ -19,7 +23,7 @@ import shlex
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from . import export_blas, export_link, pool, runtime, scalar
+from . import export_blas, export_link, export_target, pool, runtime, scalar
 from .export_entry import ExportError, Program
 from .export_header import header
 from .kernels import I64
@@ -27,42 +31,47 @@ from .kernels import I64
 __all__ = ["ExportError", "export_jitted"]
 
 
-def export_jitted(jitted, path, example_args, name=None):
+def export_jitted(jitted, path, example_args, name=None, cpu="native"):
     """Export `jitted` for the signature of `example_args` (with none: every signature
-    compiled so far) to `path`.so and `path`.h; returns the library's path."""
+    compiled so far) to `path`.so and `path`.h, built for `cpu` (export_target.py);
+    returns the library's path."""
+    target = export_target.find_target(cpu)  # a bad name fails before anything is done
     base, library = _paths(path)
     compiled = _signatures(jitted, example_args)
     names = _names(name or jitted.name, len(compiled))
     linker = export_link.find_linker()
     libmvec = export_link.has_libmvec(linker)
     blas = export_blas.find_blas()
-    programs, modules = _programs(compiled, names, blas, libmvec)
+    programs, modules = _programs(compiled, names, blas, libmvec, target)
     for prog in programs:
         prog.description = f"ak.jit({jitted.name}) on arguments {prog.graph.in_tree}"
     api = [f"{library}_set_threads"] + [s for p in programs
                                          for s in (p.name, f"{p.name}_work_bytes")]
-    data, undefined = object_code(modules + [_threads_module(library)], api)
+    data, undefined = object_code(modules + [_threads_module(library)], api, target)
     clash = sorted(set(api) & set(undefined))
     if clash:
         raise ExportError(f"cannot export: {', '.join(clash)} would hide the library "
                           "function of that name; choose another name=")
     extra = export_link.libraries(undefined, blas)
     with open(base + ".h", "w") as f:
-        f.write(header(library, programs, _notes(blas, libmvec, undefined, extra)))
+        f.write(header(library, programs, _notes(blas, libmvec, undefined, extra, target),
+                       target.cpu))
     return _link(linker, base, data, extra)
 
 
-def _programs(compiled, names, blas, libmvec):
-    """(the Programs of the Compiled signatures, their llvmlite modules): vector math
-    emitted for a library with or without libmvec."""
-    _, vector_bytes = runtime.host_vector_isa()
-    token = scalar.WITHOUT_LIBMVEC.set(not libmvec)
+def _programs(compiled, names, blas, libmvec, target):
+    """(the Programs of the Compiled signatures, their llvmlite modules): kernels and
+    gemm loops in `target`'s vectors, vector math for it and for a library with or
+    without libmvec."""
+    without = scalar.WITHOUT_LIBMVEC.set(not libmvec)
+    widest = runtime.TARGET_VECTOR_BYTES.set(target.vector_bytes)
     try:
         programs = [Program(n, c.graph) for n, c in zip(names, compiled)]
         export_blas.check_sizes(blas, programs)
-        return programs, [_program_module(p, blas, vector_bytes) for p in programs]
+        return programs, [_program_module(p, blas, target.vector_bytes) for p in programs]
     finally:
-        scalar.WITHOUT_LIBMVEC.reset(token)
+        runtime.TARGET_VECTOR_BYTES.reset(widest)
+        scalar.WITHOUT_LIBMVEC.reset(without)
 
 
 def _link(linker, base, data, extra):
@@ -167,11 +176,11 @@ def _threads_module(library):
     return module
 
 
-def object_code(modules, api):
+def object_code(modules, api, target):
     """(object code, undefined symbols) of `modules` linked with the thread pool into
     one LLVM module, where everything but the `api` functions is internal (so two
     exported libraries in one process never share a symbol), optimized as in-process
-    code is and compiled position-independent for the host CPU."""
+    code is and compiled position-independent, both for `target`'s CPU."""
     main = llvm.parse_assembly(str(pool.build_module()))
     for module in modules:
         parsed = llvm.parse_assembly(str(module))
@@ -179,8 +188,8 @@ def object_code(modules, api):
         main.link_in(parsed)
     _internalize(main, api)
     main.verify()
-    runtime.optimize(main)
-    machine = runtime.new_target_machine(reloc="pic", codemodel="default")
+    machine = export_target.target_machine(target)
+    runtime.optimize(main, machine)
     with runtime.code_generation():
         data = machine.emit_object(main)
     undefined = sorted(f.name for f in main.functions
@@ -195,15 +204,27 @@ def _internalize(module, api):
             value.linkage = "internal"
 
 
-def _notes(blas, libmvec, undefined, extra):
+def _notes(blas, libmvec, undefined, extra, target):
     """The header's lines on how the library was built."""
-    cpu = llvm.get_host_cpu_name()
-    features = runtime.host_features()
-    isa = [f for f in ("sse4.2", "avx", "avx2", "fma", "avx512f") if features.get(f)]
     mvec = any(s.startswith("_ZGV") for s in undefined)
     math = ("glibc's libmvec for vector exp, log, sin... (linked), libm for scalars"
             if mvec else "adkit's polynomials inline and libm for scalars"
             + ("" if libmvec else " (no libmvec at link time)"))
-    return [f"Built for this machine's CPU ({cpu}; {', '.join(isa)}): it needs these "
-            "vector extensions.", f"Matrix products: {export_blas.describe(blas)}.",
+    return [_cpu_note(target), f"Matrix products: {export_blas.describe(blas)}.",
             f"Vector math: {math}.", f"Linked with: {' '.join(extra)}."]
+
+
+def _cpu_note(target):
+    """The header's line on the CPU the library runs on."""
+    if target.requested == "native":
+        features = runtime.host_features()
+        isa = [f for f in ("sse4.2", "avx", "avx2", "fma", "avx512f") if features.get(f)]
+        return (f"Built for this machine's CPU ({target.cpu}; {', '.join(isa)}): it needs "
+                "these vector extensions (export with cpu='generic' for any "
+                f"{export_target.generic_cpu()} CPU).")
+    vectors = f"its vector code {target.vector_bytes * 8}-bit"
+    if target.requested == "generic":
+        return (f"Built for any {target.cpu} CPU (cpu='generic': LLVM's {target.cpu}, "
+                f"the baseline instruction set; {vectors}).")
+    return (f"Built for CPU {target.cpu} (cpu={target.requested!r}, LLVM's name): it "
+            f"needs that CPU's instruction set; {vectors}.")

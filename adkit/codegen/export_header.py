@@ -13,13 +13,18 @@ from ..ir import printing
 from .export_entry import C_TYPES
 
 
+def macro_prefix(library):
+    return re.sub(r"\W", "_", library).upper()
+
+
 def guard(library):
-    return re.sub(r"\W", "_", library).upper() + "_H"
+    return macro_prefix(library) + "_H"
 
 
-def header(library, programs, notes):
-    """The header text: `notes` (lines: how it was built) at the top, then for each
-    Program its function, documented, and the library's thread control."""
+def header(library, programs, notes, cpu):
+    """The header text: `notes` (lines: how it was built) at the top, the CPU it was
+    built for (LLVM's name) as a macro, then for each Program its function, documented,
+    and the library's thread control."""
     lines = [f"/* {library}.h: C interface of {library}.so, written by adkit's "
              "ak.jit(f).export.", " *"]
     for note in notes + _conventions():
@@ -27,6 +32,8 @@ def header(library, programs, notes):
     lines += [" */", f"#ifndef {guard(library)}", f"#define {guard(library)}", "",
               "#include <stddef.h>", "#include <stdint.h>", "", "#ifdef __cplusplus",
               'extern "C" {', "#endif", ""]
+    lines += _comment("The CPU the library was built for (LLVM's name; see the top).")
+    lines += [f'#define {macro_prefix(library)}_TARGET_CPU "{cpu}"', ""]
     for prog in programs:
         lines += _function(prog) + [""]
     lines += _comment("Threads the library's parallel loops and products run on, the "

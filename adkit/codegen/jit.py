@@ -164,10 +164,12 @@ class Jitted:
             self.cache[key] = program
         return program
 
-    def export(self, path, *example_args, name=None):
+    def export(self, path, *example_args, name=None, cpu="native"):
         """Write a C library (path.so, path.h) with one C ABI function per compiled
-        signature; example_args pick the signature (export.py)."""
-        return export_jitted(self, path, example_args, name=name)
+        signature; example_args pick the signature (export.py). `cpu`: the CPU it is
+        built for: "native" (this machine's), "generic" (any x86-64) or an LLVM CPU
+        name such as "x86-64-v3" (export_target.py)."""
+        return export_jitted(self, path, example_args, name=name, cpu=cpu)
 
     def __reduce__(self):
         """Pickle by the function (by reference, or by value through cloudpickle);

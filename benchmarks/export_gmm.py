@@ -1,7 +1,7 @@
 """ADBench's GMM gradient through an exported C library (ctypes) against in-process ak.jit.
 
     python benchmarks/export_gmm.py [--configs small,medium,large,d64k10] [--rounds 40]
-                                    [--blas auto|loops|numpy|PATH]
+                                    [--blas auto|loops|numpy|PATH] [--cpu native,generic]
 
 For each configuration the gradient (grad_and_value of the objective, as
 examples/export_c/export_gmm.py exports it) is exported once, then called in turns:
@@ -12,6 +12,9 @@ median of the rounds' ratios are printed, with the largest relative difference o
 results. The library runs on as
 many threads as in-process code (its _set_threads). `--blas numpy` links the OpenBLAS
 inside numpy's wheel (what in-process code calls) instead of what the export would find.
+`--cpu` lists the CPUs to build libraries for (export's cpu=: native, generic, an LLVM
+name): each is called in the same turns, and with several, each one's best time is
+also given against the first's ("vs native").
 """
 import argparse
 import ctypes
@@ -67,26 +70,37 @@ class Library:
         return self.outs
 
 
-def measure(config, rounds, folder):
+def relative_error(got, like):
+    """The largest difference of arrays `got` from tensors `like`, relative to the
+    largest magnitude (at least 1) of each."""
+    return max(float(np.abs(g - w.numpy()).max() / max(1.0, np.abs(w.numpy()).max()))
+               for g, w in zip(got, like))
+
+
+def measure(config, cpus, rounds, folder):
+    """{side: best seconds} (a library per CPU, and "in-process"), {cpu: the median of
+    its rounds' ratios to in-process}, {cpu: largest relative difference}, threads."""
     if config in SIZES:
         gmm.CONFIGS[config] = SIZES[config]
     jitted, args = gmm_gradient(config)
     like = tree_flatten(jitted(*args))[0]
-    os.makedirs(os.path.join(folder, config), exist_ok=True)
-    path = jitted.export(os.path.join(folder, config, "gmm"), *args, name="gmm_grad")
-    lib = Library(path, args, like)
-    error = max(float(np.abs(g - w.numpy()).max() / max(1.0, np.abs(w.numpy()).max()))
-                for g, w in zip(lib(), like))
-    times = {"library": [], "in-process": []}
-    calls = {"library": lib, "in-process": lambda: jitted(*args)}
-    for _ in range(rounds):  # in turns: both see the same drift of this shared machine
+    libs = {}
+    for cpu in cpus:  # a folder each: the same path would dlopen the first library again
+        os.makedirs(os.path.join(folder, config, cpu), exist_ok=True)
+        libs[cpu] = Library(jitted.export(os.path.join(folder, config, cpu, "gmm"), *args,
+                                          name="gmm_grad", cpu=cpu), args, like)
+    errors = {cpu: relative_error(lib(), like) for cpu, lib in libs.items()}
+    calls = {**libs, "in-process": lambda: jitted(*args)}
+    times = {side: [] for side in calls}
+    for _ in range(rounds):  # in turns: all see the same drift of this shared machine
         for side, fn in calls.items():
             t0 = time.perf_counter()
             fn()
             times[side].append(time.perf_counter() - t0)
     best = {side: min(t) for side, t in times.items()}
-    best["ratio"] = statistics.median(a / b for a, b in zip(*times.values()))
-    return best, error, lib.threads
+    ratios = {cpu: statistics.median(a / b for a, b in zip(times[cpu], times["in-process"]))
+              for cpu in cpus}
+    return best, ratios, errors, libs[cpus[0]].threads
 
 
 def main():
@@ -94,21 +108,29 @@ def main():
     parser.add_argument("--configs", default="small,medium,large,d64k10")
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--blas", default=None)
+    parser.add_argument("--cpu", default="native",
+                        help="CPUs to build for, comma-separated: native, generic, "
+                        "an LLVM CPU name")
     options = parser.parse_args()
+    cpus = options.cpu.split(",")
     if options.blas is not None:
         os.environ["ADKIT_EXPORT_BLAS"] = (numpy_openblas() if options.blas == "numpy"
                                            else options.blas)
     print(f"# {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; best of "
           f"{options.rounds} calls each, in turns")
-    print(f"{'config (d, k, n)':<26}{'library ms':>12}{'ak.jit ms':>12}{'ratio':>8}"
-          f"{'median':>8}{'threads':>9}{'max rel diff':>14}")
+    versus = f"vs {cpus[0]}" if len(cpus) > 1 else ""
+    print(f"{'config (d, k, n)':<26}{'cpu':>11}{'library ms':>12}{'ak.jit ms':>12}"
+          f"{'ratio':>8}{'median':>8}{versus:>12}{'threads':>9}{'max rel diff':>14}")
     with tempfile.TemporaryDirectory() as folder:
         for config in options.configs.split(","):
-            best, error, threads = measure(config, options.rounds, folder)
+            best, ratios, errors, threads = measure(config, cpus, options.rounds, folder)
             label = f"{config} {tuple(gmm.CONFIGS[config])}"
-            print(f"{label:<26}{best['library'] * 1e3:>12.2f}{best['in-process'] * 1e3:>12.2f}"
-                  f"{best['library'] / best['in-process']:>8.2f}{best['ratio']:>8.2f}"
-                  f"{threads:>9}{error:>14.2g}")
+            for cpu in cpus:
+                first = f"{best[cpu] / best[cpus[0]]:.2f}" if versus else ""
+                print(f"{label:<26}{cpu:>11}{best[cpu] * 1e3:>12.2f}"
+                      f"{best['in-process'] * 1e3:>12.2f}"
+                      f"{best[cpu] / best['in-process']:>8.2f}{ratios[cpu]:>8.2f}"
+                      f"{first:>12}{threads:>9}{errors[cpu]:>14.2g}")
     print(f"# the library's matrix products: {export_blas.describe(export_blas.find_blas())}")
 
 

@@ -1,6 +1,7 @@
 """Export the gradient of ADBench's GMM objective as a C library, with test data.
 
     python examples/export_c/export_gmm.py [build folder] [--size small|medium|large]
+                                           [--cpu native|generic|LLVM CPU name]
 
 Writes, into the build folder (default: examples/export_c/build):
   gmm.so, gmm.h       the library: int64_t gmm_grad(alphas, means, icf, x, d_alphas,
@@ -8,7 +9,8 @@ Writes, into the build folder (default: examples/export_c/build):
   inputs.bin          alphas, means, icf and x (float64, in that order)
   expected.bin        what ak.jit computes in this process: the three gradients, then
                       the objective (float64)
-main.c reads both files, calls the library and compares (see README.md).
+main.c reads both files, calls the library and compares (see README.md). The library
+is built for this machine's CPU, or with --cpu generic for any x86-64 one.
 """
 import argparse
 import os
@@ -41,10 +43,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("build", nargs="?", default=os.path.join(HERE, "build"))
     parser.add_argument("--size", default="small", choices=sorted(gmm.CONFIGS))
+    parser.add_argument("--cpu", default="native",
+                        help="the CPU the library is for: native, generic (any x86-64) "
+                        "or an LLVM CPU name such as x86-64-v3")
     options = parser.parse_args()
     os.makedirs(options.build, exist_ok=True)
     jitted, args = gmm_gradient(options.size)
-    library = jitted.export(os.path.join(options.build, "gmm"), *args, name="gmm_grad")
+    library = jitted.export(os.path.join(options.build, "gmm"), *args, name="gmm_grad",
+                            cpu=options.cpu)
     (d_alphas, d_means, d_icf), value = jitted(*args)
     with open(os.path.join(options.build, "inputs.bin"), "wb") as f:
         for a in args:
@@ -53,7 +59,8 @@ def main():
         for a in (d_alphas, d_means, d_icf, value):
             f.write(np.ascontiguousarray(a.numpy(), np.float64).tobytes())
     print(f"wrote {library}, {library[:-3]}.h and the test data "
-          f"(GMM {options.size}: d, k, n = {gmm.CONFIGS[options.size]})")
+          f"(GMM {options.size}: d, k, n = {gmm.CONFIGS[options.size]}; "
+          f"cpu={options.cpu})")
 
 
 if __name__ == "__main__":

@@ -84,8 +84,8 @@ int main(int argc, char **argv) {
         gmm_grad(in[0], in[1], in[2], in[3], out[0], out[1], out[2], out[3], work);
         best = fmin(best, seconds() - start);
     }
-    printf("gmm_grad: %.3f ms per call (best of 20, %lld thread%s)\n", best * 1e3,
-           (long long)threads, threads == 1 ? "" : "s");
+    printf("gmm_grad: %.3f ms per call (best of 20, %lld thread%s; built for CPU %s)\n",
+           best * 1e3, (long long)threads, threads == 1 ? "" : "s", GMM_TARGET_CPU);
     printf(worst <= 1e-12 ? "OK: within 1e-12 of adkit\n" : "MISMATCH\n");
     return worst <= 1e-12 ? 0 : 1;
 }

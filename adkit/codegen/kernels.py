@@ -24,7 +24,7 @@ import numpy as np
 from llvmlite import ir
 
 from ..ir import rules
-from . import masked
+from . import masked, rows
 from .scalar import ScalarBuilder
 
 I64 = ir.IntType(64)
@@ -244,8 +244,8 @@ def lower_kernel(kernel, module, vector_bytes):
         lo, hi = kernel.fixed_range or (start, stop)
         emit.inner([zero] * n_in, [zero] * n_out, lo, hi)
     else:
-        _outer_loop(b, kernel, start, stop, lambda ins, outs: emit.inner(
-            ins, outs, 0, kernel.shape[-1]))
+        rows.outer_loop(b, kernel, start, stop, lambda ins, outs: emit.inner(
+            ins, outs, 0, kernel.shape[-1]), emit.sums, out_ptrs, _for_loop)
     b.ret_void()
     return fn
 
@@ -260,6 +260,8 @@ class _Emitter:
         self.sbv = ScalarBuilder(b, module, kernel.dtype, lanes) if lanes > 1 else None
         self.lanes, self.module = lanes, module
         self.unroll = kernel.vectors_per_trip(lanes)
+        # outputs reduced over the rows combine into rows of sums in registers (rows.py)
+        self.sums = rows.RowSums(b, kernel, lanes, self.sb1.elem, IDENTITY, _combine)
         self.mask = None  # the lanes on, while the partial vector ending a row is emitted
         # reduced outputs with inner stride 0 accumulate in registers: (vector, scalar)
         # stack slots, made once in the entry block
@@ -365,6 +367,11 @@ class _Emitter:
                 self._store(value, b.gep(self.out_ptrs[k], [offset], source_etype=I8), 1)
                 continue
             value = sb.to_float(value) if sb.is_bool(value) else value
+            if k in self.sums.slots:  # lanes past the row land in the padding
+                address = self.sums.address(k, i, sb.type)
+                old = b.load(address, typ=sb.type, align=sb.itemsize)
+                b.store(_combine(b, out.combine, old, value), address, align=sb.itemsize)
+                continue
             address = b.gep(self.out_ptrs[k], [offset], source_etype=sb.elem)
             if out.combine:
                 old = b.load(address, typ=sb.type, align=sb.itemsize) if self.mask is None \
@@ -408,60 +415,6 @@ def _combine(b, combine, x, y):
     keep_x = b.fcmp_unordered(">=" if combine == "max" else "<=", x, y)  # x NaN: keep x
     pick = b.select(keep_x, x, y)
     return b.select(b.fcmp_unordered("uno", y, y), y, pick)  # y NaN: y
-
-
-def _outer_loop(b, kernel, start, stop, body):
-    """body(input offsets, output offsets) at each outer index in [start, stop) (an
-    index over the outer dims, row-major): its digits and each operand's offset are
-    found once, at start, then stepped like an odometer. (Dividing them out of the
-    index at every row cost a multi-dim kernel with short rows most of its time.)"""
-    dims = kernel.shape[:-1]
-    strides = [s[:-1] for s in kernel.strides] + [o.strides[:-1] for o in kernel.outputs]
-    digits, offsets = [b.alloca(I64) for _ in dims], [b.alloca(I64) for _ in strides]
-    rest = start
-    for d in reversed(range(len(dims))):  # the digits of start
-        b.store(b.urem(rest, ir.Constant(I64, dims[d])) if d else rest, digits[d])
-        rest = b.udiv(rest, ir.Constant(I64, dims[d]))
-    for k, st in enumerate(strides):
-        total = ir.Constant(I64, 0)
-        for d, s in enumerate(st):
-            if s:
-                total = b.add(total, b.mul(b.load(digits[d], typ=I64), ir.Constant(I64, s)))
-        b.store(total, offsets[k])
-
-    def row(_):
-        values = [b.load(x, typ=I64) for x in offsets]
-        body(values[:len(kernel.strides)], values[len(kernel.strides):])
-        _step_odometer(b, dims, strides, digits, offsets)
-    _for_loop(b, start, stop, 1, row)
-
-
-def _step_odometer(b, dims, strides, digits, offsets):
-    """The next outer index: the last digit and the offsets move on one step; a digit
-    that reaches its dim's size goes back to 0 and carries into the one before."""
-    done = b.append_basic_block("odometer.done")
-    for d in reversed(range(len(dims))):
-        digit = b.add(b.load(digits[d], typ=I64), ir.Constant(I64, 1))
-        for k, st in enumerate(strides):
-            if st[d]:
-                b.store(b.add(b.load(offsets[k], typ=I64), ir.Constant(I64, st[d])),
-                        offsets[k])
-        if d == 0:  # the first digit never wraps inside [start, stop)
-            b.store(digit, digits[d])
-            break
-        wrap, keep = b.append_basic_block("odometer.wrap"), b.append_basic_block("odometer.keep")
-        b.cbranch(b.icmp_signed("==", digit, ir.Constant(I64, dims[d])), wrap, keep)
-        b.position_at_end(keep)
-        b.store(digit, digits[d])
-        b.branch(done)
-        b.position_at_end(wrap)
-        b.store(ir.Constant(I64, 0), digits[d])
-        for k, st in enumerate(strides):
-            if st[d]:
-                b.store(b.sub(b.load(offsets[k], typ=I64), ir.Constant(I64, st[d] * dims[d])),
-                        offsets[k])
-    b.branch(done)
-    b.position_at_end(done)
 
 
 def _load(b, sb, ptr, base, stride, i, is_bool=False, mask=None):

@@ -88,6 +88,25 @@ def test_blas_thread_count_is_restored():
         local(before)
 
 
+def test_blas_thread_count_is_restored_after_products_on_threads():
+    """OpenBLAS's count is process-wide: products split over the pool's threads must
+    not set and restore it per part (a part's restore raced another's, leaving 1)."""
+    import ctypes
+    from adkit.codegen import runtime
+    lib = ctypes.CDLL(runtime.blas_library())
+    local = lib.openblas_set_num_threads_local
+    local.restype, local.argtypes = ctypes.c_int, [ctypes.c_int]
+    before = local(2)
+    try:
+        x, q = RNG.standard_normal((3000, 40)), RNG.standard_normal((8, 40, 40))
+        f = ak.jit(lambda x, q: (x @ q).tanh(), compile="eager")
+        for _ in range(20):
+            f(ak.tensor(x), ak.tensor(q))
+            assert local(2) == 2
+    finally:
+        local(before)
+
+
 def _kernel_outputs(graph):
     fk = importlib.import_module("adkit.ir.passes.fuse").FusedKernel
     return [graph.specs_of(n) for n in graph.op_nodes if graph.nx.nodes[n]["op"] is fk]

@@ -202,8 +202,7 @@ class MatmulCall(NativeCall):
 
         def products(bb, first, stop, ptrs):
             """The products of batch elements [first, stop), or of one product's rows
-            [first, stop) when there is no batch; BLAS on one thread."""
-            previous = _blas_threads(bb, module, ir.Constant(I32, 1))
+            [first, stop) when there is no batch."""
             if count == 1:
                 offsets = [bb.mul(first, ir.Constant(I64, a_st[0])), ir.Constant(I64, 0),
                            bb.mul(first, ir.Constant(I64, c_ld))]
@@ -215,9 +214,14 @@ class MatmulCall(NativeCall):
                     gemm_call(bb, ir.Constant(I64, m), [bb.gep(p, [o], source_etype=elem)
                                                         for p, o in zip(ptrs, offsets)])
                 for_loop(bb, first, stop, 1, one)
-            _blas_threads(bb, module, previous)
         ptrs = [entry.pointer(x) for x in (self.a, self.b, self.out)]
+        # BLAS on one thread (see _blas_threads), set around the whole product by the
+        # calling thread: the count is process-wide, so parts setting and restoring it
+        # on the pool's threads raced (a part's restore let another's gemm run on
+        # OpenBLAS's threads, and could leave the count at 1 for numpy afterwards)
+        previous = _blas_threads(entry.b, module, ir.Constant(I32, 1))
         self._run(entry, products, ptrs, count, m, count * m * n * k)
+        _blas_threads(entry.b, module, previous)
 
     def _run(self, entry, products, ptrs, count, rows, fmas):
         """products(builder, first, stop, ptrs) over the batch, or over one product's
@@ -273,13 +277,14 @@ def _fold_batch(count, mkn, a, b, c):
 GEMM_PARALLEL_MIN_FMAS = 1 << 21
 
 
-# OpenBLAS's per-thread thread count: int openblas_set_num_threads_local(int), which
-# returns the previous count
+# OpenBLAS's thread count: int openblas_set_num_threads_local(int), which returns the
+# previous count. NB: despite its name it is process-wide in OpenBLAS's pthreads builds
+# (numpy's among them)
 _BLAS_THREADS_LOCAL = "openblas_set_num_threads_local"
 
 
 def _blas_threads(b, module, count):
-    """Set this thread's OpenBLAS thread count to `count` (an i32), returning the old one.
+    """Set OpenBLAS's thread count to `count` (an i32), returning the old one.
     Our gemms run on one BLAS thread: their shapes (a batch of thin products, the small
     products of a layer) gain little from OpenBLAS's threads, whose workers spin-wait
     after each call and then starve the kernels we run on threads of our own (on 2 busy

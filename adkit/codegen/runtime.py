@@ -110,7 +110,7 @@ def blas_library():
 @functools.lru_cache(maxsize=None)
 def _blas_threads_local():
     """numpy's OpenBLAS's `int openblas_set_num_threads_local(int)` (it returns the
-    calling thread's previous count), or None."""
+    previous count; NB: process-wide, despite its name, in pthreads builds), or None."""
     path = _numpy_openblas()
     try:
         fn = ctypes.CDLL(path).openblas_set_num_threads_local if path else None
@@ -123,10 +123,11 @@ def _blas_threads_local():
 
 @contextlib.contextmanager
 def one_blas_thread():
-    """numpy's matrix products on the calling thread alone, for the duration, as
-    compiled code runs its own (program.py): OpenBLAS's workers spin-wait between
-    calls, and on busy cores a small product that waits for them took 15-40 ms instead
-    of 0.3 (an MLP's first call on numpy: 8-200 ms instead of 4-7)."""
+    """numpy's matrix products on one OpenBLAS thread for the duration, as compiled
+    code runs its own (program.py): OpenBLAS's workers spin-wait between calls, and on
+    busy cores a small product that waits for them took 15-40 ms instead of 0.3 (an
+    MLP's first call on numpy: 8-200 ms instead of 4-7). The count is process-wide:
+    other threads' products meanwhile run on one thread too."""
     set_local = _blas_threads_local()
     previous = set_local(1) if set_local is not None else None
     try:

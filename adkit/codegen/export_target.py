@@ -44,22 +44,18 @@ from . import runtime
 Target = namedtuple("Target", ("cpu", "features", "vector_bytes", "requested"))
 LIST_COMMAND = "python -m adkit.codegen.export_target"
 
-PROBE_IR = """
-define void @wide(ptr %a, ptr %b) {
-  %x = load <8 x double>, ptr %a
-  %y = load <8 x double>, ptr %b
-  %z = fadd <8 x double> %x, %y
-  store <8 x double> %z, ptr %a
+# *a = *a op *b on one vector of `type`
+PROBE = """
+define void @{name}(ptr %a, ptr %b) {{
+  %x = load {type}, ptr %a
+  %y = load {type}, ptr %b
+  %z = {op} {type} %x, %y
+  store {type} %z, ptr %a
   ret void
-}
-define void @int256(ptr %a, ptr %b) {
-  %x = load <4 x i64>, ptr %a
-  %y = load <4 x i64>, ptr %b
-  %z = add <4 x i64> %x, %y
-  store <4 x i64> %z, ptr %a
-  ret void
-}
+}}
 """
+PROBE_IR = (PROBE.format(name="wide", type="<8 x double>", op="fadd")
+            + PROBE.format(name="int256", type="<4 x i64>", op="add"))
 # run in a child process: argv[1] the CPU name, argv[2] LLVM IR; prints its assembly
 CHILD = """
 import sys

@@ -257,11 +257,14 @@ def _link_inputs(ctx, args):
     change rebases them) and `needs_input_grad`. NB: unary and binary calls unrolled
     (the hot path of recording)."""
     if len(args) == 2:
-        ex, ey = _edge_of(args[0]), _edge_of(args[1])
+        x, y = args  # NB: a non-leaf's edge inline, the rest in _edge_of
+        ex = (x._grad_fn, x._output_nr) if type(x) is Tensor and x._grad_fn else _edge_of(x)
+        ey = (y._grad_fn, y._output_nr) if type(y) is Tensor and y._grad_fn else _edge_of(y)
         ctx._edges = (ex, ey)
         ctx.needs_input_grad = _NEEDS2[ex[0] is not None][ey[0] is not None]
     elif len(args) == 1:
-        ex = _edge_of(args[0])
+        x = args[0]
+        ex = (x._grad_fn, x._output_nr) if type(x) is Tensor and x._grad_fn else _edge_of(x)
         ctx._edges = (ex,)
         ctx.needs_input_grad = _NEEDS1[ex[0] is not None]
     else:

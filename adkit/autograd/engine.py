@@ -260,11 +260,9 @@ def _execute(ready, buffers, deps, needed, tiebreak, captures, captured, accumul
     loop of backward. A node with no hooks, capture or anomaly check runs inline; a node
     that alone became ready while no other waits runs next with its gradients in hand,
     past the heap and the buffers (every step of a chain)."""
-    heappop = heapq.heappop
     anomaly = anomaly_mode.STATE.enabled
     pruned = needed is not None
-    node = heappop(ready)[2] if ready else None
-    grads = buffers.pop(node, None)  # NB: made by the first gradient that is not None
+    node, grads = _pop_waiting(ready, buffers)
     while node is not None:
         if node._no_hooks and not anomaly and (captures is None or node not in captures):
             if grads is None:
@@ -310,9 +308,17 @@ def _execute(ready, buffers, deps, needed, tiebreak, captures, captured, accumul
                 tiebreak = _wait(ready, buffers, node, grads, tiebreak)
                 node = None
             tiebreak = _wait(ready, buffers, child, got, tiebreak)
-        if node is None and ready:
-            node = heappop(ready)[2]
-            grads = buffers.pop(node, None)
+        if node is None:
+            node, grads = _pop_waiting(ready, buffers)
+
+
+def _pop_waiting(ready, buffers):
+    """The waiting node with the highest sequence number and its gradients (None when
+    none reached it: buffers are made by the first gradient that is not None)."""
+    if not ready:
+        return None, None
+    node = heapq.heappop(ready)[2]
+    return node, buffers.pop(node, None)
 
 
 def _wait(ready, buffers, node, grads, tiebreak):

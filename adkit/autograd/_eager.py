@@ -47,6 +47,7 @@ def array_entry(arity):
 
 
 def apply_binary(cls, args):
+    """array_entry's path for forward(x, y)."""
     x, y = args
     requires = False
     if isinstance(x, Tensor):
@@ -66,6 +67,7 @@ def apply_binary(cls, args):
 
 
 def apply_unary(cls, args):
+    """array_entry's path for forward(x)."""
     x = args[0]
     requires = False
     if isinstance(x, Tensor):
@@ -82,6 +84,7 @@ def apply_unary(cls, args):
 
 
 def apply_array_op(cls, args):
+    """array_entry's path for any other forward."""
     arrays, requires = _unwrapped(args)
     try:
         raw = cls.forward(*arrays)

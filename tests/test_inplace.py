@@ -143,6 +143,24 @@ def test_errors_match_pytorch(call, message):
         call()
 
 
+def _read_only(values):
+    arr = np.array(values, dtype=np.float64)
+    arr.flags.writeable = False
+    return ak.from_numpy(arr)
+
+
+@pytest.mark.parametrize("write", [
+    lambda t: t.add_(1), lambda t: t.copy_(ak.ones(3)), lambda t: t.__setitem__(0, 5.0),
+    lambda t: t[1:].mul_(2), lambda t: t.__setitem__(ak.tensor([0, 2]), 1.0)])
+def test_writing_into_read_only_memory_says_so(write):
+    """(PyTorch only warns at from_numpy and then writes into the array; the message
+    for broadcast views stays PyTorch's)"""
+    t = _read_only([1.0, 2.0, 3.0])
+    with pytest.raises(RuntimeError, match="memory is read-only .* clone()"):
+        write(t)
+    np.testing.assert_array_equal(t.numpy(), [1.0, 2.0, 3.0])
+
+
 def test_int_tensor_plus_equals_float_raises():
     t = ak.arange(3)
     with pytest.raises(RuntimeError, match="can't be cast"):

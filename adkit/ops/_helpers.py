@@ -175,3 +175,19 @@ def moves_by_forward(cls, out_shape, *args):
     numbers = result.reshape(-1).astype(np.int64)
     dst = np.flatnonzero(numbers)
     return numbers[dst], dst, False
+
+
+def unwritable_error(arr):
+    """The error for writing in place into the read-only ndarray `arr`: PyTorch's when
+    elements share memory (a broadcast: a stride 0 along a dim longer than 1), else a
+    read-only source (from_numpy of a read-only array, from_dlpack of a JAX array)."""
+    while arr is not None:
+        if any(s == 0 and n > 1 for s, n in zip(arr.strides, arr.shape)):
+            return RuntimeError("unsupported operation: more than one element of the "
+                                "written-to tensor refers to a single memory location. "
+                                "Please clone() the tensor before performing the operation.")
+        arr = arr.base if isinstance(arr.base, np.ndarray) else None
+    return RuntimeError("a tensor whose memory is read-only (made from a read-only array, "
+                        "e.g. by from_numpy or from_dlpack) cannot be written in place. "
+                        "Please clone() the tensor before performing the operation.")
+

@@ -18,7 +18,7 @@ from ..autograd.grad_mode import STATE
 from ..tensor import Tensor, _make, as_tensor, zeros_like
 from . import _sparsity
 from ._families import ArrayFunction
-from ._helpers import shape_of, sum_to
+from ._helpers import shape_of, sum_to, unwritable_error
 from .binary import Add, Clamp, Div, Mul, Sub
 from .unary import Exp
 
@@ -53,9 +53,7 @@ def _check_target(x, *operands):
     """x must be writable and keep its shape under broadcasting with the operands."""
     _check_shape(x.shape, *[shape_of(o) for o in operands])
     if not x.flags.writeable:
-        raise RuntimeError("unsupported operation: more than one element of the written-to "
-                           "tensor refers to a single memory location. Please clone() the "
-                           "tensor before performing the operation.")
+        raise unwritable_error(x)
 
 
 def _in_dtype(operand, dtype):

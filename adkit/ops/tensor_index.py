@@ -19,7 +19,7 @@ import numpy as np
 from ..tensor import Tensor, _make, zeros
 from . import _sparsity
 from ._families import ArrayFunction, _logical
-from ._helpers import shape_of, sum_to
+from ._helpers import shape_of, sum_to, unwritable_error
 from ._indexed import (
     Access,
     advanced_dims,
@@ -52,9 +52,7 @@ def assign(arr, value, basic, advanced):
             target[advanced] = value
     except ValueError as e:
         if "read-only" in str(e):
-            raise RuntimeError("unsupported operation: more than one element of the "
-                               "written-to tensor refers to a single memory location. Please "
-                               "clone() the tensor before performing the operation.") from None
+            raise unwritable_error(arr) from None
         if advanced is None:
             raise RuntimeError(expand_error(np.asarray(value), target.shape)) from None
         raise RuntimeError(f"shape mismatch: value tensor of shape "

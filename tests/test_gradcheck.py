@@ -121,6 +121,48 @@ def test_gradcheck_check_batched_grad():
         gradcheck(WrongBatchingRule.apply, (x,), check_batched_grad=True)
 
 
+class TimesThreeBackwardWrongWhenBatched(Function):
+    """x * 3 whose backward applies _Scale: right alone, wrong under vmap."""
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(g):
+        return g * 3.0
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, g):
+        return _Scale.apply(g)
+
+
+class TimesThree(Function):
+    """x * 3 whose backward's own backward is wrong when batched."""
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        return x * 3.0
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, g):
+        return TimesThreeBackwardWrongWhenBatched.apply(g)
+
+
+def test_gradgradcheck_check_batched_grad():
+    x = x64(1.0, 2.0)
+    assert gradgradcheck(lambda v: (v * v).sin(), (x,), check_batched_grad=True)
+    assert gradgradcheck(TimesThree.apply, (x,))
+    with pytest.raises(GradcheckError, match="batched gradient computation"):
+        gradgradcheck(TimesThree.apply, (x,), check_batched_grad=True)
+
+
 def test_gradcheck_raise_exception_false_returns_false():
     assert gradcheck(WrongSquare.apply, (x64(1.0),), raise_exception=False) is False
 

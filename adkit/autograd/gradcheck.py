@@ -189,9 +189,10 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
                   gen_non_contig_grad_outputs=False, raise_exception=True,
                   nondet_tol=0.0, check_undefined_grad=True, check_grad_dtypes=False,
                   check_fwd_over_rev=False, check_rev_over_rev=True, fast_mode=False,
-                  masked=False):
+                  masked=False, check_batched_grad=False):
     """Check second derivatives: gradcheck of the function
-    (inputs, grad_outputs) -> grad(func(inputs), inputs, grad_outputs, create_graph)."""
+    (inputs, grad_outputs) -> grad(func(inputs), inputs, grad_outputs, create_graph);
+    check_batched_grad: second derivatives under vmap equal a loop, as gradcheck's."""
     inputs = _as_tuple(inputs)
     outputs, _ = _differentiable_outputs(func, inputs)
     outputs = [o for o in outputs if o.requires_grad]
@@ -212,4 +213,5 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
         return tuple(g for g in grads if g is not None)
 
     return gradcheck(first_derivatives, inputs + grad_outputs, eps=eps, atol=atol,
-                     rtol=rtol, raise_exception=raise_exception)
+                     rtol=rtol, raise_exception=raise_exception, nondet_tol=nondet_tol,
+                     check_batched_grad=check_batched_grad)

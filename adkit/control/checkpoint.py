@@ -17,6 +17,7 @@ import dataclasses
 import numpy as np
 
 from ..ir.evaluate import array_runner
+from ..ir.passes.cleanup import dce
 from ..ops._families import ArrayFunction
 from . import revolve
 from ._common import stacked
@@ -87,6 +88,22 @@ class ScanCheckpointGrad(ArrayFunction):
         ctx.save_for_backward(*inputs[2:])
 
     @staticmethod
+    def without_outputs(params, unread):
+        """dce's hook: the gradients of consts that nothing reads are not accumulated
+        (the consts join `plan.no_grad`, their accumulators leave the reverse step)."""
+        plan, back = params["plan"], params["back"]
+        fc, fk, fx, _ = plan.float_positions()
+        gone = [p for p in range(len(fc)) if len(fk) + p in unread]
+        if not gone:
+            return None
+        plan = dataclasses.replace(plan, no_grad=tuple(sorted(
+            set(plan.no_grad) | {fc[p] for p in gone})), cache={})
+        graph = _without_accumulators(back.graph, plan.n_consts + len(fk), len(fk), gone)
+        kept = [i for i in range(len(fk) + len(fc) + len(fx))
+                if not (0 <= i - len(fk) < len(fc) and i - len(fk) in gone)]
+        return dict(params, plan=plan, back=back.with_bodies({"graph": graph})), kept
+
+    @staticmethod
     def hoisting(params):
         """How hoist_invariants sees the node: two bodies (the forward step and the
         recomputing vjp step) whose consts are the node's first arguments."""
@@ -111,11 +128,26 @@ class ScanCheckpointGrad(ArrayFunction):
         return ScanCheckpointGrad.second_order_jvp(ctx.plan, ctx.saved_tensors, tangents)
 
 
+def _without_accumulators(graph, first_in, first_out, gone):
+    """The reverse step without accumulators `gone` (their places among the
+    accumulators, which are inputs from `first_in` on and outputs from `first_out` on)."""
+    g = graph.copy()
+    g.nx.remove_nodes_from([o for o in g.outputs
+                            if g.nx.nodes[o]["index"] - first_out in gone])
+    g = dce(g)
+    g.nx.remove_nodes_from([m for m in g.inputs if g.nx.nodes[m]["index"] - first_in in gone])
+    for kind, first in (("input", first_in), ("output", first_out)):
+        for m in g.nodes(kind):
+            index = g.nx.nodes[m]["index"]
+            g.nx.nodes[m]["index"] = index - sum(first + p < index for p in gone)
+    return g
+
+
 @dataclasses.dataclass(frozen=True)
 class _HoistedBodies:
     """A ScanCheckpointGrad's params as hoisting edits them (hoist.py's plan protocol):
     one slot of consts read by both bodies. Values hoisted out of either enter both as
-    consts after the others; the forward plan counts them (`n_hoisted`: no gradients)."""
+    consts after the others; the forward plan counts them (`no_grad`: no gradients)."""
     plan: object
     back: object
     first_argument = 2  # the node's tensors come after (plan, back)
@@ -132,8 +164,9 @@ class _HoistedBodies:
         gives both bodies their new consts, the forward first."""
         if name == "back":
             return dataclasses.replace(self, back=self.back.with_bodies({"graph": body}))
-        plan = dataclasses.replace(self.plan, body=body, n_consts=self.plan.n_consts + k,
-                                   n_hoisted=self.plan.n_hoisted + k, cache={})
+        count = self.plan.n_consts
+        plan = dataclasses.replace(self.plan, body=body, n_consts=count + k, cache={},
+                                   no_grad=self.plan.no_grad + tuple(range(count, count + k)))
         return dataclasses.replace(self, plan=plan)
 
     def params(self):

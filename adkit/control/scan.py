@@ -49,10 +49,10 @@ class ScanPlan(Plan):
     unroll: int = 1
     checkpoint: object = None
     history: bool = False
-    # the last n_hoisted consts are values hoist_invariants made before the loop from
-    # the others: implementation values of a checkpointed reverse pass (ScanCheckpointGrad
-    # .hoisting), which gives them no gradient of their own
-    n_hoisted: int = 0
+    # consts (positions) a checkpointed reverse pass (ScanCheckpointGrad) gives no
+    # gradient: values hoist_invariants made for it, and consts whose gradient nothing
+    # reads (dce); a Scan's plan has none
+    no_grad: tuple = ()
     body_fields = ("body",)
 
     @property
@@ -68,9 +68,9 @@ class ScanPlan(Plan):
         c_specs, k_specs, x_specs = split(self.input_specs(),
                                           [self.n_consts, self.n_carry, self.n_xs])
         y_specs = self.body.output_specs()[self.n_carry:]
-        c_specs = c_specs[:self.n_consts - self.n_hoisted]
-        return tuple([j for j, s in enumerate(specs) if is_float(s)]
-                     for specs in (c_specs, k_specs, x_specs, y_specs))
+        fc, fk, fx, fy = ([j for j, s in enumerate(specs) if is_float(s)]
+                          for specs in (c_specs, k_specs, x_specs, y_specs))
+        return [j for j in fc if j not in self.no_grad], fk, fx, fy
 
     def const_slots(self):
         """{body: (first const input, first const argument, count)} (for hoisting)."""

@@ -164,7 +164,31 @@ def dce(graph):
     # NB: an in-place write is a side effect (it may change an input the caller holds)
     live |= _ancestors_and_self(g, [n for n in candidates if writes_in_place(g, n)])
     g.nx.remove_nodes_from([n for n in candidates if n not in live])
+    for n in g.op_nodes:
+        _drop_unread_outputs(g, n)
     return g
+
+
+def _drop_unread_outputs(g, n):
+    """Results of op node n that nothing reads leave it when its class can stop
+    computing them: `without_outputs(params, unread)` gives (new params, the outputs
+    kept, in order), or None. (A checkpointed reverse pass then stops accumulating a
+    const's gradient nobody asked for at every step.)"""
+    data = g.nx.nodes[n]
+    hook = getattr(data["op"], "without_outputs", None)
+    if hook is None or writes_in_place(g, n):
+        return
+    read = {d["out"] for _, _, d in g.nx.out_edges(n, data=True)}
+    unread = [i for i in range(len(data["specs"])) if i not in read]
+    changed = hook(data["params"], unread) if unread else None
+    if changed is None:
+        return
+    params, kept = changed
+    specs = tuple(data["specs"][i] for i in kept)
+    data.update(params=params, specs=specs, aliases=tuple(data["aliases"][i] for i in kept),
+                shape=specs[0].shape if specs else (), dtype=specs[0].dtype if specs else None)
+    for _, _, d in g.nx.out_edges(n, data=True):
+        d["out"] = kept.index(d["out"])
 
 
 def _ancestors_and_self(graph, roots):

@@ -368,13 +368,14 @@ def build_module():
 
 def _object_code():
     """The pool's object code, through the disk cache like kernels' (loading it costs
-    ~1 ms). Compiled quick (runtime.quick_object): ~10 ms where O3 took 30-90 of a
-    process's first call, and a pool's code is waiting and handing out parts."""
+    ~1 ms). Compiled quick, at opt level 0 (runtime.quick_object): ~10 ms where O3 took
+    30-90 of a process's first call, and a pool's code is waiting and handing out
+    parts."""
     text = str(build_module())
     key = disk_cache.key(text, runtime.version_key() + ";adkit_pool")
     data = disk_cache.load(key)
     if data is None:
-        data = runtime.quick_object(text)[1]
+        data = runtime.quick_object(text, level=0)[1]
         disk_cache.store(key, data)
     return data
 

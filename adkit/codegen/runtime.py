@@ -169,20 +169,25 @@ def optimize(module, machine=None):
 
 
 @contextlib.contextmanager
-def code_generation():
+def code_generation(quick=False):
     """LLVM's code generation as adkit wants it, for the duration (the options are
     process-wide: they are put back for other users of llvmlite, such as numba): no
     pre-register-allocation machine scheduling. Our kernels are long straight blocks (a
     matmul's unrolled multiply-adds, inline math); that scheduler hoisted their loads and
     constants and spilled them. Without it, measured in one process against the same
     code: the tanh loop's forward step 0.84x, its gradient 0.91x; GMM, BA, LSTM and
-    elementwise chains unchanged (within 3%)."""
+    elementwise chains unchanged (within 3%). `quick` (quick_object): no loop strength
+    reduction either (a fifth of the code generation's time, for nothing measurable)."""
     with _CODEGEN_LOCK:
         llvm.set_option("", "-enable-misched=false")
+        if quick:
+            llvm.set_option("", "-disable-lsr")
         try:
             yield
         finally:
             llvm.set_option("", "-enable-misched=true")
+            if quick:
+                llvm.set_option("", "-disable-lsr=false")
 
 
 _CODEGEN_LOCK = threading.Lock()
@@ -257,31 +262,33 @@ def optimized_object(text):
         return module, target_machine().emit_object(module)
 
 
-def quick_object(text):
-    """(module, object code) of LLVM IR text compiled 5-10x faster than at O3, for
-    code that runs while the optimized code is made: accumulators out of memory into
-    registers (SROA), instructions combined, branches simplified, then LLVM's fast
-    instruction selection without optimization. Our kernels come vectorized, so this
-    code ran within 0-15% of O3's (GMM gradient, MLP, a 50-node chain), where O3
-    spent 5-9x as long compiling it (its loop passes, strength reduction, the
-    selection DAG)."""
+def quick_object(text, level=1):
+    """(module, object code) of LLVM IR text compiled 5-7x faster than at O3, for code
+    that runs while the optimized code is made: accumulators out of memory into
+    registers (SROA), instructions combined, branches simplified, then code generation
+    at opt level 1 without loop strength reduction. Our kernels come vectorized, so
+    this code ran as fast as O3's (GMM gradient, MLP, a 50-node chain), where O3 spent
+    5-9x as long compiling it (its loop passes, strength reduction). Code generation at
+    opt level 0 compiled 2x faster still, but its register allocator kept loop values
+    on the stack: GMM's gradient ran 2.5-3x slower (`level` 0 is for code whose speed
+    does not matter)."""
     module = llvm.parse_assembly(text)
     module.verify()
-    builder = llvm.create_pass_builder(quick_target_machine(),
-                                       llvm.create_pipeline_tuning_options())
+    machine = quick_target_machine(level)
+    builder = llvm.create_pass_builder(machine, llvm.create_pipeline_tuning_options())
     passes = llvm.create_new_module_pass_manager()
     passes.add_sroa_pass()
     passes.add_instruction_combine_pass()
     passes.add_simplify_cfg_pass()
     passes.run(module, builder)
-    with code_generation():
-        return module, quick_target_machine().emit_object(module)
+    with code_generation(quick=True):
+        return module, machine.emit_object(module)
 
 
 @functools.lru_cache(maxsize=None)
-def quick_target_machine():
-    """A target machine at opt level 0 (LLVM then selects instructions fast)."""
-    return new_target_machine(opt=0)
+def quick_target_machine(level):
+    """A target machine at opt level `level`, for quick_object."""
+    return new_target_machine(opt=level)
 
 
 def _from_object(text, data):

@@ -194,16 +194,26 @@ def test_hoisting_keeps_reads_before_later_in_place_writes():
         graph)(x0).numpy(), want, rtol=1e-12, atol=1e-14)
 
 
+def _w_h_scan(w, length=5, checkpoint=None):
+    """sum(h_n) of the scan h = tanh(W h) (W a loop-invariant matrix)."""
+    def loss(h0):
+        h, _ = ak.scan(lambda h, _: (ak.tanh(ak.matmul(w, h)), None), h0, length=length,
+                       checkpoint=checkpoint)
+        return h.sum()
+    return loss
+
+
+def _checkpointed(w):
+    return _w_h_scan(w, length=7, checkpoint=3)
+
+
 def test_hoisting_puts_the_vector_first_in_a_loop_invariant_matrix_vector_product():
     """W @ h with W loop-invariant becomes h @ W^T with W^T hoisted as a contiguous copy:
     native kernels then read the matrix along its rows (5x faster per step), with the
     same values and gradients."""
     rng = np.random.default_rng(7)
     w = ak.tensor(rng.standard_normal((6, 6)) * 0.3)
-
-    def loss(h0):
-        h, _ = ak.scan(lambda h, _: (ak.tanh(ak.matmul(w, h)), None), h0, length=5)
-        return h.sum()
+    loss = _w_h_scan(w)
     h0 = ak.tensor(rng.standard_normal(6))
     graph = hoist_invariants(ak.trace(loss, h0))
     (scan,) = [n for n in graph.op_nodes() if graph.nx.nodes[n]["op"] is Scan]
@@ -221,10 +231,7 @@ def test_the_reverse_pass_reads_a_loop_invariant_matrix_along_its_rows_too():
     becomes (g^T @ W)^T, W hoisted as a contiguous copy, like the forward's W @ h."""
     rng = np.random.default_rng(8)
     w = ak.tensor(rng.standard_normal((6, 6)) * 0.3)
-
-    def loss(h0):
-        h, _ = ak.scan(lambda h, _: (ak.tanh(ak.matmul(w, h)), None), h0, length=5)
-        return h.sum()
+    loss = _w_h_scan(w)
     h0 = ak.tensor(rng.standard_normal(6))
     graph = ak.ir.passes.dce(hoist_invariants(ak.trace(ak.func.grad(loss), h0)))
     graph.validate()
@@ -244,14 +251,6 @@ def test_the_reverse_pass_reads_a_loop_invariant_matrix_along_its_rows_too():
                                rtol=1e-12)
     np.testing.assert_allclose(ak.jit(ak.func.grad(loss), compile="eager")(h0).numpy(),
                                ak.func.grad(loss)(h0).numpy(), rtol=1e-12)
-
-
-def _checkpointed(w, length=7):
-    def loss(h0):
-        h, _ = ak.scan(lambda h, _: (ak.tanh(ak.matmul(w, h)), None), h0, length=length,
-                       checkpoint=3)
-        return h.sum()
-    return loss
 
 
 def test_a_checkpointed_reverse_pass_is_hoisted_too():

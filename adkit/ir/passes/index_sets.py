@@ -56,7 +56,7 @@ class Deps:
     __slots__ = ("_csr", "blocks", "n", "shape", "width")
 
     def __init__(self, shape, blocks=()):
-        self.shape = tuple(shape) if isinstance(shape, tuple | list) else (int(shape),)
+        self.shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
         self.n = math.prod(self.shape)
         self.blocks, self._csr = tuple(blocks), None
         self.width = sum(b.shape[0] for b in self.blocks)  # rows in all
@@ -155,6 +155,9 @@ class Deps:
 
 def union(deps_list, shape):
     """Element k's set is the union of its sets in each Deps (all of `shape`)."""
+    if len(deps_list) == 1 and deps_list[0].shape == tuple(shape):  # (a unary op's)
+        deps = deps_list[0]
+        return deps.compacted() if deps.width > COMPACT_WIDTH else deps
     blocks, seen = [], set()
     for d in deps_list:
         for b in d.blocks:

@@ -22,6 +22,7 @@ order by id), so printing, passes and codegen are reproducible. `x * x` is two p
 edges that differ only by key/`pos`. A multi-output op's `shape`/`dtype` are those of
 output 0; `specs` has them all.
 """
+import heapq
 from collections import namedtuple
 
 import networkx as nx
@@ -195,18 +196,34 @@ class Graph:
         write into its memory (through a view) need not be an ancestor of the write.
         A node a pass adds later (a higher id) runs just before its first user, where
         the program would have computed it, not after everything else that is ready:
-        each node is keyed by its own id or, when smaller, its earliest user's key."""
-        if all(u < v for u, v in self.nx.edges()):  # ids already run in program order
-            return sorted(self.nx)
-        try:
-            key = {}
-            for n in reversed(list(nx.topological_sort(self.nx))):
-                key[n] = min([n] + [key[v] for v in self.nx.successors(n)])
-            return list(nx.lexicographical_topological_sort(
-                self.nx, key=lambda n: (key[n], n)))
-        except nx.NetworkXUnfeasible:
-            raise GraphError("the graph has a cycle: " +
-                             str(nx.find_cycle(self.nx))) from None
+        each node is keyed by its own id or, when smaller, its earliest user's key.
+        NB: on networkx's adjacency dicts (Kahn's algorithm twice), not its sorts, whose
+        views cost a third of jit's pipeline (which orders graphs ~20 times)."""
+        succ = self.nx._succ
+        if all(u < v for u, users in succ.items() for v in users):  # program order
+            return sorted(succ)
+        key = {}
+        for n in reversed(self._kahn(lambda n: n)):
+            key[n] = min([n] + [key[v] for v in succ[n]])
+        return self._kahn(lambda n: (key[n], n))
+
+    def _kahn(self, key):
+        """The nodes in topological order, the ready node of smallest key(n) first."""
+        succ, pred = self.nx._succ, self.nx._pred
+        waiting = {n: sum(len(edges) for edges in pred[n].values()) for n in pred}
+        ready = [(key(n), n) for n, count in waiting.items() if count == 0]
+        heapq.heapify(ready)
+        order = []
+        while ready:
+            n = heapq.heappop(ready)[1]
+            order.append(n)
+            for v, edges in succ[n].items():
+                waiting[v] -= len(edges)
+                if waiting[v] == 0:
+                    heapq.heappush(ready, (key(v), v))
+        if len(order) != len(waiting):
+            raise GraphError("the graph has a cycle: " + str(nx.find_cycle(self.nx)))
+        return order
 
     def args_of(self, n):
         """[(pos, producer, out)] for node n, by position."""

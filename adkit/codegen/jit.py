@@ -3,9 +3,11 @@
 Owns: `jit` and `Jitted` (the signature cache; `.lower()`, `.compile()`). A plain call
 (tensors that need no gradient, no transform active) runs the Compiled program of its
 signature (compiled.py); with `compile="background"` (the default) a signature's calls
-run on numpy until its native code, made on a worker thread, is ready (tiered.py). A call under a transform (grad, jvp, vmap, tracing) or on
-tensors that require grad is one JitCall op (call.py), whose rules run the compiled
-vjp, jvp or batched graph, so jit composes with ak.func and with autograd both ways.
+run on numpy (or, for graphs too big for numpy, on quickly compiled native code) until
+its optimized native code, made on a worker thread, is ready (tiered.py). A call under
+a transform (grad, jvp, vmap, tracing) or on tensors that require grad is one JitCall op
+(call.py), whose rules run the compiled vjp, jvp or batched graph, so jit composes with
+ak.func and with autograd both ways.
 """
 import functools
 
@@ -37,8 +39,9 @@ def jit(fn=None, static_argnums=(), passes=None, compile=None):
     tracing and autodiff) instead of jit's own pipeline, `ak.ir.passes.
     DEFAULT_PIPELINE` (None: that pipeline; see pipeline.py).
     `compile`: "background" (the default): a signature's first call runs on numpy
-    while LLVM compiles on a worker thread, later calls run native code once it is
-    ready; "eager": the first call compiles, then runs native code."""
+    (quick native code for graphs too big for numpy) while LLVM compiles optimized code
+    on a worker thread, later calls run it once it is ready; "eager": the first call
+    compiles optimized code, then runs it."""
     if fn is None:
         return functools.partial(jit, static_argnums=static_argnums, passes=passes,
                                  compile=compile)

@@ -447,7 +447,7 @@ def test_pool_symbol_resolves_in_code_loaded_from_the_disk_cache(tmp_path):
 
 
 def test_pool_worker_count_from_adkit_num_threads(monkeypatch):
-    cpus = os.cpu_count() or 1
+    cpus = pool.usable_cpus()
     monkeypatch.delenv("ADKIT_NUM_THREADS", raising=False)
     assert pool.default_workers() == max(cpus - 1, 0)
     monkeypatch.setenv("ADKIT_NUM_THREADS", "1")
@@ -460,6 +460,18 @@ def test_pool_worker_count_from_adkit_num_threads(monkeypatch):
             pool.default_workers()
     out = run_scenario("scenario_threads()", ADKIT_NUM_THREADS="1")
     assert out.split() == ["0", "1"]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="no affinity masks here")
+def test_pool_workers_follow_the_affinity_mask():
+    """Pinned to one CPU (taskset, a container, a Dask worker), a job runs on one
+    thread: a second would only take turns with the first."""
+    code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+            "from adkit.codegen import pool; print(pool.usable_cpus(), pool.default_workers())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={k: v for k, v in os.environ.items()
+                                          if k != "ADKIT_NUM_THREADS"})
+    assert out.stdout.split() == ["1", "0"]
 
 
 def test_pool_emit_run_puts_the_array_in_the_entry_block():

@@ -410,10 +410,18 @@ _native = None  # the compiled pool, once per process
 _workers = None  # workers running; None before ensure() and after shutdown()
 
 
+def usable_cpus():
+    """The CPUs this process may run on (os.cpu_count() counts the machine's)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(len(os.sched_getaffinity(0)), 1)
+    return os.cpu_count() or 1
+
+
 def default_workers():
-    """Workers besides the caller: one per other CPU, capped by ADKIT_NUM_THREADS
-    (the most threads a job runs on, the caller's included)."""
-    count = max((os.cpu_count() or 1) - 1, 0)
+    """Workers besides the caller: one per other CPU this process may run on (its
+    affinity mask: taskset, a container's or a Dask worker's share), capped by
+    ADKIT_NUM_THREADS (the most threads a job runs on, the caller's included)."""
+    count = max(usable_cpus() - 1, 0)
     cap = _config.num_threads()
     return count if cap is None else min(count, cap - 1)
 

@@ -14,6 +14,7 @@ import pytest
 
 import adkit as ak
 from adkit.codegen import background, tiered
+from adkit.codegen import compiled as compiled_module
 from adkit.codegen.compiled import Compiled
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -202,8 +203,10 @@ def test_a_forked_child_compiles_what_the_parent_left_queued():
 
 
 def _big_graphs(monkeypatch, tmp_path):
-    """Every graph counts as too big for numpy; a fresh disk cache."""
+    """Every graph counts as too big for numpy, and quick code's blocks as big enough to
+    be touched on a thread of their own; a fresh disk cache."""
     monkeypatch.setattr(tiered, "NUMPY_BYTES_PER_NODE", 0)
+    monkeypatch.setattr(compiled_module, "_TOUCH_BYTES", 0)
     monkeypatch.setenv("ADKIT_CACHE_DIR", str(tmp_path))
 
 
@@ -217,12 +220,26 @@ def test_a_graph_numpy_would_be_slow_on_runs_quick_native_code_first(monkeypatch
     assert isinstance(pending, tiered.Pending) and pending.native_first
     quick = pending._quick
     assert isinstance(quick, Compiled) and not quick.optimized
+    assert quick._first_blocks is None  # the touched blocks went to the first call
     assert background.wait(timeout=120)
     np.testing.assert_allclose(jitted(x).numpy(), want, rtol=1e-12)
     promoted = next(iter(jitted.cache.values()))
     assert promoted is quick and quick.optimized  # the same plan, its module at O3
     assert quick.module.llvm_ir == quick._replaced[0].llvm_ir
     assert list(tmp_path.rglob("*.o"))  # the optimized code, for the next process
+
+
+def test_quick_code_runs_on_blocks_touched_while_it_compiled(monkeypatch, tmp_path):
+    _big_graphs(monkeypatch, tmp_path)
+
+    def f(t):  # products between kernels: intermediates in blocks
+        return ((t @ t.T).tanh() @ t).exp().sum(0)
+    x = rand(9, 5)
+    jitted = ak.jit(f, compile="background")
+    np.testing.assert_allclose(jitted(x).numpy(), f(x).numpy(), rtol=1e-12)
+    quick = next(iter(jitted.cache.values()))._quick
+    assert quick._block_sizes and quick._first_blocks is None
+    np.testing.assert_allclose(jitted(x).numpy(), f(x).numpy(), rtol=1e-12)
 
 
 def test_quick_code_is_skipped_when_the_disk_cache_has_the_optimized_code(monkeypatch,

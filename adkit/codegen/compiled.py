@@ -23,6 +23,10 @@ from . import buffers, compiled_view, pickling, plan, runtime, steps
 # results smaller than this are fresh arrays per call; larger ones are recycled (fresh
 # large arrays cost page faults, small ones come from malloc's pool)
 _RECYCLE_BYTES = 1 << 17
+# quick code's blocks of intermediates are touched on a thread of their own from this
+# many bytes on (Compiled._first_blocks); pages are 4 kB or larger
+_TOUCH_BYTES = 1 << 23
+_PAGE_BYTES = 4096
 # calls of jitted functions inlined first (one program to optimize); loops: one forward
 # scan where a gradient traced two (before any pass rebuilds plans); sums of slice
 # scatters become Assembles before decompose turns the rest into elementwise selects;
@@ -50,6 +54,10 @@ class Compiled:
         self.kernels = planner.kernels
         self.buffers = planner.buffers  # buffers.Buffer objects, by index
         self.steps = planner.steps  # steps.Step objects, run in order
+        self._block_sizes = planner.block_sizes
+        # quick code runs next: its first blocks are touched while its code is made
+        self._first_blocks = _touched_meanwhile(self._block_sizes) \
+            if quick and sum(self._block_sizes) >= _TOUCH_BYTES else None
         module = llvm_ir.Module(name="adkit_jit")
         module.triple = runtime.target_machine().triple
         _, vector_bytes = runtime.host_vector_isa()
@@ -68,7 +76,6 @@ class Compiled:
         self.output_slots = planner.output_slots
         self.output_fetch = planner.output_fetch  # makes native outputs numpy values
         self._const_roots = {id(plan.root(t._data)) for _, t in self.consts}
-        self._block_sizes = planner.block_sizes
         # per call: (buffer, flat input position) and (buffer, (shape, dtype)) pairs
         self.input_buffers = [(b.index, b.position) for b in self.buffers
                               if isinstance(b, buffers.InputBuffer)]
@@ -104,7 +111,10 @@ class Compiled:
         """A buffer list with constants in place and new memory for intermediates:
         intermediates whose lifetimes do not overlap share one block (a view of it
         each), so a long graph's footprint is that of its widest point."""
-        blocks = [buffers.aligned_empty(n, np.uint8) for n in self._block_sizes]
+        first, self._first_blocks = self._first_blocks, None
+        blocks = first() if first is not None else None
+        if blocks is None:
+            blocks = [buffers.aligned_empty(n, np.uint8) for n in self._block_sizes]
         return [buf.template(blocks) for buf in self.buffers]
 
     def _template(self):
@@ -237,6 +247,34 @@ class Compiled:
 
     def _structure(self, flat):
         return structure(self.graph, flat)
+
+
+def _touched_meanwhile(sizes):
+    """A thread making new blocks of these sizes (bytes) and writing a byte of each of
+    their pages; returns a function giving them once, waiting for the thread (None to
+    a second caller). A fresh page costs a fault and the kernel's zeroing on first
+    touch: ~100 ms of a GMM gradient's first call at ADBench's large size (170 MB of
+    blocks, 2 MB pages zeroed at ~2 GB/s) when its kernels touched them, which now
+    overlaps code generation (numpy's strided write releases the GIL)."""
+    made = []
+    thread = threading.Thread(target=lambda: made.append(_touched_blocks(sizes)),
+                              name="adkit-touch", daemon=True)
+    thread.start()
+
+    def blocks():
+        thread.join()
+        try:
+            return made.pop()
+        except IndexError:  # another thread's first call took them
+            return None
+    return blocks
+
+
+def _touched_blocks(sizes):
+    blocks = [buffers.aligned_empty(n, np.uint8) for n in sizes]
+    for block in blocks:
+        block[::_PAGE_BYTES] = 0
+    return blocks
 
 
 def structure(graph, flat):

@@ -23,8 +23,8 @@ from . import buffers, compiled_view, pickling, plan, runtime, steps
 # results smaller than this are fresh arrays per call; larger ones are recycled (fresh
 # large arrays cost page faults, small ones come from malloc's pool)
 _RECYCLE_BYTES = 1 << 17
-# quick code's blocks of intermediates are touched on a thread of their own from this
-# many bytes on (Compiled._first_blocks); pages are 4 kB or larger
+# the first call's blocks of intermediates are touched on a thread of their own from
+# this many bytes on (Compiled._first_blocks); pages are 4 kB or larger
 _TOUCH_BYTES = 1 << 23
 _PAGE_BYTES = 4096
 # calls of jitted functions inlined first (one program to optimize); loops: one forward
@@ -55,9 +55,9 @@ class Compiled:
         self.buffers = planner.buffers  # buffers.Buffer objects, by index
         self.steps = planner.steps  # steps.Step objects, run in order
         self._block_sizes = planner.block_sizes
-        # quick code runs next: its first blocks are touched while its code is made
+        # the first call's blocks, touched while the code is made
         self._first_blocks = _touched_meanwhile(self._block_sizes) \
-            if quick and sum(self._block_sizes) >= _TOUCH_BYTES else None
+            if sum(self._block_sizes) >= _TOUCH_BYTES else None
         module = llvm_ir.Module(name="adkit_jit")
         module.triple = runtime.target_machine().triple
         _, vector_bytes = runtime.host_vector_isa()

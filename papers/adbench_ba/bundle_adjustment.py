@@ -184,7 +184,7 @@ def main():
     parser.add_argument("--quick", action="store_true", help="a tiny problem, one round")
     parser.add_argument("--sparse", default="",
                         help="also run the sparse Jacobian machinery on this problem "
-                             "(ba1: about a minute, most of it compiling)")
+                             "(ba1: a few seconds)")
     parser.add_argument("--child", nargs=2)
     args = parser.parse_args()
     if args.child:

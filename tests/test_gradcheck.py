@@ -80,6 +80,7 @@ def test_gradcheck_detects_a_backward_that_is_not_reentrant():
 
 class WrongBatchingRule(Function):
     """Right gradients, but a vmap rule for its backward's op that is off by 1."""
+    generate_vmap_rule = True  # (its own forward batches right: TimesThree uses it so)
 
     @staticmethod
     def forward(x):
@@ -121,38 +122,13 @@ def test_gradcheck_check_batched_grad():
         gradcheck(WrongBatchingRule.apply, (x,), check_batched_grad=True)
 
 
-class TimesThreeBackwardWrongWhenBatched(Function):
-    """x * 3 whose backward applies _Scale: right alone, wrong under vmap."""
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(g):
-        return g * 3.0
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        pass
+class TimesThree(WrongBatchingRule):
+    """x * 3 whose backward applies WrongBatchingRule: its second derivative is wrong
+    when batched."""
 
     @staticmethod
     def backward(ctx, g):
-        return _Scale.apply(g)
-
-
-class TimesThree(Function):
-    """x * 3 whose backward's own backward is wrong when batched."""
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(x):
-        return x * 3.0
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        pass
-
-    @staticmethod
-    def backward(ctx, g):
-        return TimesThreeBackwardWrongWhenBatched.apply(g)
+        return WrongBatchingRule.apply(g)
 
 
 def test_gradgradcheck_check_batched_grad():

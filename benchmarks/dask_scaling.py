@@ -45,8 +45,11 @@ def main():
     parser.add_argument("--chunks", type=int, default=16)
     parser.add_argument("--rows", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--hidden", type=int, default=example.HIDDEN,
+                        help="hidden units: more makes each row's gradient compute-bound")
     args = parser.parse_args()
-    params, X = example.init_params(), example.data(args.chunks, args.rows)
+    params = example.init_params(hidden=args.hidden)
+    X = example.data(args.chunks, args.rows)
     sizes = (1, 2)
     with contextlib.ExitStack() as stack:
         clients = {n: stack.enter_context(example.cluster(n)) for n in sizes}

@@ -41,11 +41,12 @@ param_gradients = ak.jit(F.grad(loss, argnums=(0, 1, 2)), compile="eager")
 input_gradients = ak.jit(F.grad(loss, argnums=3), compile="eager")
 
 
-def init_params(seed=0):
+def init_params(seed=0, hidden=HIDDEN):
+    """The weights of a network with `hidden` units (the jitted gradients take any)."""
     rng = np.random.default_rng(seed)
-    return (ak.tensor(rng.standard_normal((D, HIDDEN)) / np.sqrt(D)),
-            ak.zeros(HIDDEN, dtype=ak.float64),
-            ak.tensor(rng.standard_normal((HIDDEN, 1)) / np.sqrt(HIDDEN)))
+    return (ak.tensor(rng.standard_normal((D, hidden)) / np.sqrt(D)),
+            ak.zeros(hidden, dtype=ak.float64),
+            ak.tensor(rng.standard_normal((hidden, 1)) / np.sqrt(hidden)))
 
 
 def data(chunks, rows, seed=1):

@@ -2,7 +2,8 @@
 examples/dask_gradients.py's chunked gradient on two worker processes against one.
 
 Both clusters (one worker; two workers; one thread and one native thread per worker)
-start first, make the data on their workers and keep it there (persist), and compile
+start first, make the data on their workers and keep it there (persist, then
+rebalance: as many chunks on each worker), and compile
 (the first run, timed apart); then the timed runs take turns, one-worker and two-worker,
 so both see the same drift of a machine whose cores other work also uses. Printed: each
 run's seconds, the median ratio two / one, the cores the workers got (their CPU seconds
@@ -58,6 +59,9 @@ def main():
         for n in sizes:
             held[n] = clients[n].persist(X)
             wait(held[n])
+            # chunks spread evenly over the workers, as far as rebalance (by memory)
+            # goes: persist had put 10 of 16 on one worker
+            clients[n].rebalance(held[n])
             first[n] = timed(clients[n], params, held[n])[0]  # compiles included
         for _ in range(args.rounds):
             for n in sizes:

@@ -64,7 +64,7 @@ def while_sparsity(plan, operands):
     shapes = [spec.shape for spec in plan.carry_specs()]
     for _ in range(MAX_STEP_NODES // max(len(plan.body), 1)):
         stepped = body_deps(plan.body, body_consts + reach)
-        grown = [union([r.with_shape(shape), s.with_shape(shape)], shape).compacted()
+        grown = [union([r.with_shape(shape), s.with_shape(shape)], shape)
                  for r, s, shape in zip(reach, stepped, shapes)]
         # grown holds reach, so as many entries means the same sets
         if all(g.nnz == r.nnz for g, r in zip(grown, reach)):

@@ -53,12 +53,13 @@ class Deps:
     """For each element of a value of `shape`, the input elements it depends on (see
     the module doc)."""
 
-    __slots__ = ("_csr", "blocks", "n", "shape", "width")
+    __slots__ = ("_compact", "_csr", "blocks", "n", "shape", "width")
 
     def __init__(self, shape, blocks=()):
         self.shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
         self.n = math.prod(self.shape)
         self.blocks, self._csr = tuple(blocks), None
+        self._compact = False  # made by compacted(): sorting again would change nothing
         self.width = sum(b.shape[0] for b in self.blocks)  # rows in all
 
     @classmethod
@@ -72,7 +73,11 @@ class Deps:
         return cls(n, (np.arange(first, first + n, dtype=INDEX)[None, :],))
 
     def with_shape(self, shape):
-        return self if tuple(shape) == self.shape else Deps(shape, self.blocks)
+        if tuple(shape) == self.shape:
+            return self
+        result = Deps(shape, self.blocks)
+        result._compact = self._compact  # a reshape keeps each element's set as it was
+        return result
 
     def shaped_blocks(self):
         """The blocks laid out as (width, *shape)."""
@@ -100,7 +105,8 @@ class Deps:
     def compacted(self):
         """The same sets as one block, each element's entries ascending then NONE, no
         repeats, as few rows as the largest set needs."""
-        if not self.blocks or (len(self.blocks) == 1 and self.blocks[0].shape[0] <= 1):
+        if self._compact or not self.blocks or \
+                (len(self.blocks) == 1 and self.blocks[0].shape[0] <= 1):
             return self
         rows = _sorted_columns(self.block())
         repeat = np.equal(rows[1:], rows[:-1],
@@ -111,7 +117,9 @@ class Deps:
         # sorted columns put each set's entries first: row r holds some entry only if
         # its least value is one
         used = sum(1 for row in rows if row.size and row.min() != NONE)
-        return Deps(self.shape, (rows[:used],) if used else ())
+        result = Deps(self.shape, (rows[:used],) if used else ())
+        result._compact = True
+        return result
 
     # CSR view (sorted, no repeats), for the final pattern, the Hessian pass and the
     # loop and branch rules

@@ -12,6 +12,7 @@ import inspect
 import numpy as np
 
 from .._dispatch import interpreters
+from ..autograd._fastpath import fast_entry
 from ..autograd.function import plain_arity
 from ..tensor import Tensor, _make
 from . import (assemble, binary, comparison, conversion, extrema, indexing, inplace, join,
@@ -80,6 +81,22 @@ def _direct_class(fn, arity):
     return None
 
 
+def _build_fast_paths():
+    """Each op class whose family describes its common call (`eager_recipe`) gets the
+    generated eager fast path as its `_array_op` (what apply calls); the general path
+    takes every call it does not handle. Tensor's operators and methods get their own
+    entries below."""
+    for cls in ALL_CLASSES:
+        recipe = _recipe(cls)
+        if recipe is not None:
+            cls._array_op = fast_entry(cls, recipe, "apply", cls._array_op)
+
+
+def _recipe(cls):
+    recipe = getattr(cls, "eager_recipe", None)
+    return recipe() if recipe is not None else None
+
+
 def _as_method(fn):
     cls = _direct_class(fn, 1)
     if cls is None:
@@ -92,6 +109,9 @@ def _as_method(fn):
             if args or kwargs or interpreters():
                 return fn(self, *args, **kwargs)
             return run(cls, (self,))
+        recipe = _recipe(cls)
+        if recipe is not None:  # the generated path, falling back on the above
+            method = fast_entry(cls, recipe, "method", method)
     method.__name__ = getattr(fn, "__name__", "method")
     method.__doc__ = getattr(fn, "__doc__", None)
     return method
@@ -122,6 +142,9 @@ def _binary_operator(fn, reflected=False):
         if cls is None or interpreters():
             return fn(*args)
         return run(cls, args)
+    recipe = _recipe(cls) if cls is not None else None
+    if recipe is not None:  # the generated path, falling back on the above
+        return fast_entry(cls, recipe, "reflected" if reflected else "operator", operator)
     return operator
 
 
@@ -161,4 +184,5 @@ def _bind_tensor_methods():
 
 
 _collect()
-_bind_tensor_methods()
+_bind_tensor_methods()  # (its fallbacks call the general paths: bound first)
+_build_fast_paths()

@@ -7,6 +7,7 @@ op's math. A built-in op declares `public_name` (ak.NAME) and `variants` ("funct
 """
 import numpy as np
 
+from ..autograd._fastpath import Recipe
 from ..autograd.function import Function
 from ..tensor import Tensor
 from . import _sparsity
@@ -84,6 +85,10 @@ class UnaryElementwise(ArrayFunction):
     only that keeps in-place changes of the rest legal, as in PyTorch."""
 
     saves = ("x", "out")
+    # the numpy ufunc forward applies to a floating array (forward(x) is then ufunc(x),
+    # a new array of x's dtype), which the eager fast path calls directly; None: it
+    # calls forward
+    ufunc = None
 
     # linear when derivative(x, out) is a constant, else nonlinear
     curvature = _sparsity.CurvatureOfFormula("derivative", 1)
@@ -106,6 +111,15 @@ class UnaryElementwise(ArrayFunction):
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         cls._saves_x, cls._saves_out = "x" in cls.saves, "out" in cls.saves
+
+    @classmethod
+    def eager_recipe(cls):
+        """What the generated eager fast path of this op needs (autograd/_fastpath.py),
+        or None when the op records otherwise (its own setup_context)."""
+        if not cls._plain_arrays or cls.setup_context is not UnaryElementwise.setup_context:
+            return None
+        return Recipe(1, _declared_ufunc(cls), bool(cls.saves), cls._saves_x,
+                      cls._saves_out, None)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -145,6 +159,10 @@ class BinaryElementwise(ArrayFunction):
 
     saves = ("x", "y", "out")
     only_for_other = ()
+    # the numpy ufunc forward applies to floating operands of one dtype (tensors of it,
+    # Python numbers): forward(x, y) is then ufunc(x, y), a new array of that dtype
+    # (see UnaryElementwise.ufunc)
+    ufunc = None
     ctx_defaults = {"constants": (None, None)}  # set only when an operand is a number
 
     # from partials(x, y, out): constants (add) linear, (y, x) (mul) bilinear
@@ -171,6 +189,15 @@ class BinaryElementwise(ArrayFunction):
         super().__init_subclass__(**kwargs)
         cls._keep = _keep_table(cls.saves, cls.only_for_other)
         cls._saves_out = "out" in cls.saves
+
+    @classmethod
+    def eager_recipe(cls):
+        """See UnaryElementwise.eager_recipe."""
+        if not cls._plain_arrays or \
+                cls.setup_context is not BinaryElementwise.setup_context:
+            return None
+        return Recipe(2, _declared_ufunc(cls), bool(cls.saves), None, cls._saves_out,
+                      cls._keep)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -226,6 +253,15 @@ class BinaryElementwise(ArrayFunction):
             return None
         total = terms[0] if len(terms) == 1 else terms[0] + terms[1]
         return total.expand(out_shape) if total._data.shape != out_shape else total
+
+
+def _declared_ufunc(cls):
+    """`ufunc` of the class that defines cls's forward: a subclass that redefines
+    forward does not inherit its parent's."""
+    for klass in cls.__mro__:
+        if "forward" in vars(klass):
+            return vars(klass).get("ufunc")
+    return None
 
 
 def _keep_table(saves, only_for_other):

@@ -26,6 +26,7 @@ def _is_bool(v):
 class Add(BinaryElementwise):
     """z = x + y;  dz/dx = 1, dz/dy = 1."""
     public_name = "add"
+    ufunc = np.add
     saves = ()
 
     @staticmethod
@@ -45,6 +46,7 @@ class Add(BinaryElementwise):
 class Sub(BinaryElementwise):
     """z = x - y;  dz/dx = 1, dz/dy = -1."""
     public_name = "sub"
+    ufunc = np.subtract
     saves = ()
     aliases = ("subtract",)
 
@@ -74,6 +76,7 @@ class Sub(BinaryElementwise):
 class Mul(BinaryElementwise):
     """z = x * y;  dz/dx = y, dz/dy = x."""
     public_name = "mul"
+    ufunc = np.multiply
     saves = ("x", "y")
     only_for_other = ("x", "y")
     aliases = ("multiply",)

@@ -78,6 +78,7 @@ class Log1p(UnaryElementwise):
 class Expm1(UnaryElementwise):
     """y = exp(x) - 1;  dy/dx = y + 1."""
     public_name = "expm1"
+    ufunc = np.expm1
     singular = {0: ("x > 709 (overflow)", 0.0, None)}  # see Log
     native_cost = 0.6  # ns per element: a cheaper math call than MATH_CALL_NS
     saves = ("out",)
@@ -161,6 +162,7 @@ class Reciprocal(UnaryElementwise):
 class Abs(UnaryElementwise):
     """y = |x|;  dy/dx = sign(x) (0 at 0)."""
     public_name = "abs"
+    ufunc = np.abs
     saves = ("x",)
     aliases = ("absolute",)
 
@@ -205,6 +207,7 @@ class Sign(UnaryElementwise):
 class Sin(UnaryElementwise):
     """y = sin(x);  dy/dx = cos(x)."""
     public_name = "sin"
+    ufunc = np.sin
     native_cost = MATH_CALL_NS  # a math library call per element
     saves = ("x",)
 
@@ -225,6 +228,7 @@ class Sin(UnaryElementwise):
 class Cos(UnaryElementwise):
     """y = cos(x);  dy/dx = -sin(x)."""
     public_name = "cos"
+    ufunc = np.cos
     native_cost = MATH_CALL_NS  # a math library call per element
     saves = ("x",)
 
@@ -266,6 +270,7 @@ class Tan(UnaryElementwise):
 class Tanh(UnaryElementwise):
     """y = tanh(x);  dy/dx = 1 - y^2."""
     public_name = "tanh"
+    ufunc = np.tanh
     native_cost = MATH_CALL_NS  # a math library call per element
     saves = ("out",)
 
@@ -286,6 +291,7 @@ class Tanh(UnaryElementwise):
 class Sinh(UnaryElementwise):
     """y = sinh(x);  dy/dx = cosh(x)."""
     public_name = "sinh"
+    ufunc = np.sinh
     singular = {0: ("|x| > 710 (overflow)", 0.0, None)}  # see Log
     native_cost = MATH_CALL_NS  # a math library call per element
     saves = ("x",)
@@ -307,6 +313,7 @@ class Sinh(UnaryElementwise):
 class Cosh(UnaryElementwise):
     """y = cosh(x);  dy/dx = sinh(x)."""
     public_name = "cosh"
+    ufunc = np.cosh
     singular = {0: ("|x| > 710 (overflow)", 0.0, None)}  # see Log
     native_cost = MATH_CALL_NS  # a math library call per element
     saves = ("x",)
@@ -372,6 +379,7 @@ class Acos(UnaryElementwise):
 class Atan(UnaryElementwise):
     """y = atan(x);  dy/dx = 1/(1 + x^2)."""
     public_name = "atan"
+    ufunc = np.arctan
     native_cost = MATH_CALL_NS  # a math library call per element
     saves = ("x",)
     aliases = ("arctan",)
@@ -483,6 +491,8 @@ class Neg(UnaryElementwise):
     curvature = "linear"  # for the Hessian sparsity pass
     public_name = "neg"
     aliases = ("negative",)
+    ufunc = np.negative
+    saves = ()  # backward and jvp read nothing
 
     @staticmethod
     def lower(b, x):
@@ -505,14 +515,11 @@ class Neg(UnaryElementwise):
     def jvp(ctx, x_t):
         return -x_t
 
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        pass
-
 
 class Exp(UnaryElementwise):
     """y = exp(x);  dy/dx = y."""
     public_name = "exp"
+    ufunc = np.exp
     singular = {0: ("x > 709 (overflow)", 0.0, None)}  # see Log
     native_cost = 0.5  # ns per element: a cheaper math call than MATH_CALL_NS
     saves = ("out",)

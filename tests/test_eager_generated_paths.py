@@ -1,0 +1,179 @@
+"""The generated eager fast paths (autograd/_fastpath.py) do what the general path does:
+each covered op, entered every way (apply, operator, reflected operator, method) on
+every kind of operand, makes the same output and records the same node (edges,
+needs_input_grad, saved values, constants, output metadata) as `_eager.apply_unary` /
+`apply_binary`; calls the fast path does not take (ints, bools, mixed dtypes, numpy
+scalars, anomaly mode, saved-tensor hooks) still work. And the `ufunc` an op declares
+is what its forward computes on floating operands."""
+import warnings
+
+import numpy as np
+import pytest
+
+import adkit as ak
+from adkit.autograd import _eager
+from adkit.ops import ALL_CLASSES, FUNCTIONS, METHODS
+from adkit.tensor import Tensor
+
+COVERED = [cls for cls in ALL_CLASSES
+           if getattr(cls, "eager_recipe", None) and cls.eager_recipe() is not None]
+UNARY = [c for c in COVERED if c.eager_recipe().arity == 1]
+BINARY = [c for c in COVERED if c.eager_recipe().arity == 2]
+FLOATS = (np.float16, np.float32, np.float64)
+
+
+def test_the_common_ops_are_covered():
+    names = {c.public_name for c in COVERED}
+    assert {"add", "sub", "mul", "div", "sin", "exp", "neg", "log"} <= names
+
+
+def _values(shape, dtype, seed):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(0.2, 0.9, shape).astype(dtype)  # inside every op's domain
+
+
+def _leaf(arr, requires):
+    return ak.tensor(arr.copy(), requires_grad=requires)
+
+
+def _nonleaf(arr):
+    return _leaf(arr, True) * 1.0
+
+
+def _same_node(fast, slow):
+    """Compare what the two paths recorded (None when nothing was)."""
+    assert type(fast) is type(slow)
+    if fast is None:
+        return
+    assert len(fast._edges) == len(slow._edges)
+    for (fn, nr), (sn, snr) in zip(fast._edges, slow._edges):
+        assert nr == snr and (fn is sn or type(fn) is type(sn) is not None)
+    assert [e is _eager.NOT_TENSOR for e in fast._edges] == \
+        [e is _eager.NOT_TENSOR for e in slow._edges]
+    assert fast.needs_input_grad == slow.needs_input_grad
+    assert fast._output_meta == slow._output_meta
+    assert fast.to_save == slow.to_save == ()
+    assert getattr(fast, "constants", None) == getattr(slow, "constants", None)
+    assert len(fast._saved) == len(slow._saved)
+    for pf, ps in zip(fast._saved, slow._saved):
+        assert (pf is None) == (ps is None)
+        if pf is not None:
+            assert len(pf) == len(ps)
+            if len(pf) == 2:  # an input: the same tensor at the same version
+                assert pf[0] is ps[0] and pf[1] == ps[1]
+            else:  # the output: its data and version
+                np.testing.assert_array_equal(pf[0], ps[0])
+                assert pf[2:4] == ps[2:4]
+
+
+def _same_result(fast, slow):
+    assert type(fast) is Tensor and type(slow) is Tensor
+    assert fast._data.dtype == slow._data.dtype and fast._data.shape == slow._data.shape
+    np.testing.assert_array_equal(fast._data, slow._data)
+    assert fast.requires_grad == slow.requires_grad
+    assert fast._output_nr == slow._output_nr == 0 and fast._base is None
+    assert fast._data is not slow._data
+    _same_node(fast.grad_fn, slow.grad_fn)
+
+
+def _operand_kinds(dtype, shape, seed):
+    """Each kind of operand the fast path handles: leaf with and without grad, non-leaf,
+    Python float and int."""
+    arr = _values(shape, dtype, seed)
+    return [_leaf(arr, False), _leaf(arr, True), _nonleaf(arr), 0.5, 2]
+
+
+@pytest.mark.parametrize("cls", BINARY, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("shapes", [((3,), (3,)), ((2, 3), (3,)), ((), ()), ((), (2,))])
+def test_binary_fast_path_records_what_the_general_path_records(cls, dtype, shapes):
+    general = _eager.array_entry(2)
+    for x in _operand_kinds(dtype, shapes[0], 0):
+        for y in _operand_kinds(dtype, shapes[1], 1):
+            if not (isinstance(x, Tensor) or isinstance(y, Tensor)):
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                _same_result(cls._array_op(cls, (x, y)), general(cls, (x, y)))
+
+
+@pytest.mark.parametrize("cls", UNARY, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("shape", [(3,), (), (0,)])
+def test_unary_fast_path_records_what_the_general_path_records(cls, dtype, shape):
+    general = _eager.array_entry(1)
+    for x in _operand_kinds(dtype, shape, 0)[:3]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _same_result(cls._array_op(cls, (x,)), general(cls, (x,)))
+
+
+@pytest.mark.parametrize("cls", COVERED, ids=lambda c: c.__name__)
+def test_declared_ufunc_is_what_forward_computes_on_floats(cls):
+    """On floating operands of one dtype (tensors' arrays, Python numbers), forward gives
+    a new array of that dtype, and ufunc's values when the op declares one."""
+    recipe = cls.eager_recipe()
+    for dtype in FLOATS:
+        for shapes in (((4,), (4,)), ((2, 4), (4,)), ((), ())):
+            x, y = _values(shapes[0], dtype, 2), _values(shapes[1], dtype, 3)
+            for args in ([(x,)] if recipe.arity == 1 else [(x, y), (x, 1.5), (3, y)]):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    out = np.asarray(cls.forward(*args))
+                    want = None if recipe.ufunc is None else np.asarray(recipe.ufunc(*args))
+                assert out.dtype == dtype
+                assert not any(out is a for a in args)
+                if want is not None:
+                    assert want.dtype == out.dtype
+                    np.testing.assert_array_equal(out, want)
+
+
+def test_operators_methods_and_functions_reach_the_fast_path():
+    x, w = _nonleaf(np.array([0.5, 0.25])), _leaf(np.array([2.0, 4.0]), False)
+    for out in (x * w, w * x, 2.0 * x, x * 2, x - 1.0, 1.0 - x, -x, x.sin(), ak.sin(x),
+                FUNCTIONS["mul"](x, w), METHODS["exp"](x)):
+        assert out.requires_grad and out.grad_fn is not None
+    ((x * w).sin() - 1.0 + (2.0 - x).exp()).sum().backward()
+
+
+def test_calls_the_fast_path_declines_still_work():
+    i = ak.tensor([1, 2, 3])
+    assert (i * 2).dtype == ak.int64 and (i * 2.5).dtype == ak.float32
+    assert ak.sin(i).dtype == ak.float32
+    b = ak.tensor([True, False])
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with a bool"):
+        b - 1
+    f32 = ak.tensor([1.0, 2.0], dtype=ak.float32, requires_grad=True)
+    f64 = ak.tensor([1.0, 2.0], dtype=ak.float64)
+    assert (f32 * f64).dtype == ak.float64 and (f32 * f64).requires_grad
+    assert (f32 * np.float64(2.0)).dtype == ak.float32
+    assert (f32 * True).dtype == ak.float32
+    assert (f32 * np.array([1.0, 2.0])).dtype == ak.float64
+    with pytest.raises(TypeError, match="must be Tensor, not list"):
+        ak.exp([1.0, 2.0])
+
+
+def test_anomaly_mode_and_saved_tensor_hooks_take_the_general_path():
+    x = ak.tensor([1.0, 2.0], requires_grad=True)
+    with ak.autograd.detect_anomaly():
+        y = x * x
+    assert "traceback_" in y.grad_fn.metadata
+    packed = []
+    with ak.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t,
+                                               lambda t: t):
+        z = (x * x).sin()
+    assert len(packed) == 3  # both operands of mul, then sin's input
+    z.sum().backward()
+    v = np.array([1.0, 2.0])
+    np.testing.assert_allclose(x.grad.numpy(), np.cos(v * v) * 2 * v)
+
+
+def test_inference_tensors_saved_outside_inference_mode_are_refused():
+    with ak.inference_mode():
+        w = ak.tensor([1.0, 2.0])
+    x = ak.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="Inference tensors cannot be saved"):
+        x * w
+    with ak.inference_mode():
+        y = x * 2.0
+    assert y.is_inference() and not y.requires_grad

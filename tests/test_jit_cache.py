@@ -42,7 +42,7 @@ def test_jit_cache_can_be_disabled(tmp_path):
 def test_jit_cache_damaged_file_is_recompiled(tmp_path):
     env = {"ADKIT_CACHE_DIR": str(tmp_path)}
     _, value = _run(env)
-    for f in tmp_path.rglob("*.o"):
+    for f in [*tmp_path.rglob("*.o"), *tmp_path.rglob("*.plan")]:
         f.write_bytes(b"not an object file")
     from_cache, again = _run(env)
     assert not from_cache and again == value

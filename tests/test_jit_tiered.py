@@ -13,11 +13,18 @@ import numpy as np
 import pytest
 
 import adkit as ak
-from adkit.codegen import background, tiered
+from adkit.codegen import background, plan_cache, tiered
 from adkit.codegen import compiled as compiled_module
 from adkit.codegen.compiled import Compiled
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _no_plan_cache(monkeypatch):
+    """These tests watch the tiers at work: a plan another test stored in the disk
+    cache of plans would skip them (tests/test_jit_plan_cache.py tests that cache)."""
+    monkeypatch.setattr(plan_cache, "key", lambda graph, passes: None)
 
 
 def rand(*shape, seed=0):

@@ -47,6 +47,7 @@ class Compiled:
     slots (no graph lookups per call)."""
 
     closes_over_grad = False  # Jitted sets it: the traced function reads a parameter
+    plan_key = None  # its key in the disk cache of plans, once stored or loaded there
 
     def __init__(self, graph, name="jitted function", quick=False):
         self.graph = graph
@@ -68,13 +69,41 @@ class Compiled:
         if module.functions and _config.dump_llvm():
             _config.dump(f"{name} LLVM IR", str(module), "ll")
         # a plan whose steps all run on numpy needs no native code
-        self.module = runtime.compile_module(module, quick) if module.functions else None
-        self._replaced = []  # quick code a call on another thread may still be running
+        native = runtime.compile_module(module, quick) if module.functions else None
         self.n_slots = planner.n_slots
         self.input_slots = planner.input_slots
         self.consts = planner.consts
         self.output_slots = planner.output_slots
         self.output_fetch = planner.output_fetch  # makes native outputs numpy values
+        self._output_buffers = planner.output_buffers
+        self._ready(native)
+
+    # what the disk cache of plans stores (plan_cache.py), besides the object code:
+    # everything else a Compiled holds is made from these
+    PLAN_STATE = ("graph", "kernels", "buffers", "steps", "_block_sizes", "segments",
+                  "segment_calls", "n_slots", "input_slots", "consts", "output_slots",
+                  "output_fetch", "_output_buffers")
+
+    def plan_state(self):
+        """{name: value} of PLAN_STATE: this program's graph and plan, as plan_codec
+        writes them."""
+        return {name: getattr(self, name) for name in self.PLAN_STATE}
+
+    @classmethod
+    def restored(cls, state, load_native):
+        """The Compiled of a stored plan_state(): no passes, planning or IR, its native
+        code from `load_native()` (None: a plan without native code)."""
+        self = cls.__new__(cls)
+        for name in cls.PLAN_STATE:
+            setattr(self, name, state[name])
+        self._first_blocks = _touched_meanwhile(self._block_sizes) \
+            if sum(self._block_sizes) >= _TOUCH_BYTES else None
+        self._ready(load_native())
+        return self
+
+    def _ready(self, native):
+        """What the plan's runs need besides the plan, then the native code linked."""
+        self._replaced = []  # quick code a call on another thread may still be running
         self._const_roots = {id(plan.root(t._data)) for _, t in self.consts}
         # per call: (buffer, flat input position) and (buffer, (shape, dtype)) pairs
         self.input_buffers = [(b.index, b.position) for b in self.buffers
@@ -82,8 +111,7 @@ class Compiled:
         self._result_specs = {b.index: (b.shape, b.dtype) for b in self.buffers
                               if isinstance(b, buffers.ResultBuffer)}
         self._local = threading.local()
-        self._output_buffers = planner.output_buffers
-        self._link(self.module)
+        self._link(native)
 
     @property
     def optimized(self):

@@ -18,7 +18,7 @@ from .._pytree import tree_flatten
 from ..autograd.grad_mode import is_grad_enabled
 from ..ir.trace import trace_for
 from ..tensor import Tensor
-from . import compiled_view
+from . import compiled_view, plan_cache
 from .call import call_jitted, static_key
 from .compiled import OPTIMIZE, Compiled
 from .export import export_jitted
@@ -155,10 +155,14 @@ class Jitted:
         if program is None:
             name = f"jit({self.name})"
             graph = trace_for(f"ak.{name}", self.fn, args, kwargs)
-            if self.compile_mode == "eager":
+            # another process may have compiled this graph: its plan and code on disk
+            plan_key = plan_cache.key(graph, self._passes)
+            program = plan_cache.load(plan_key)
+            if program is None and self.compile_mode == "eager":
                 program = Compiled(run_pipeline(graph, self._passes, name), name)
-            else:
-                program = Pending(graph, self._passes, name, self._promote)
+                plan_cache.store(plan_key, program)
+            elif program is None:
+                program = Pending(graph, self._passes, name, self._promote, plan_key)
             # a closure over a tensor that requires grad (a parameter): calls read its
             # current value (an optimizer changes it in place) and autograd records them
             # (call.py); other closed-over tensors are snapshots, as in JAX

@@ -370,12 +370,14 @@ def _object_code():
     """The pool's object code, through the disk cache like kernels' (loading it costs
     ~1 ms). Compiled quick, at opt level 0 (runtime.quick_object): ~10 ms where O3 took
     30-90 of a process's first call, and a pool's code is waiting and handing out
-    parts."""
-    text = str(build_module())
-    key = disk_cache.key(text, runtime.version_key() + ";adkit_pool")
+    parts. Keyed by this file's text (its IR is made here, from nothing else), so a
+    process that finds it skips making the IR too (~10 ms of Python)."""
+    with open(__file__, "rb") as f:
+        source = f.read().decode()
+    key = disk_cache.key(source, runtime.version_key() + ";adkit_pool;source")
     data = disk_cache.load(key)
     if data is None:
-        data = runtime.quick_object(text, level=0)[1]
+        data = runtime.quick_object(str(build_module()), level=0)[1]
         disk_cache.store(key, data)
     return data
 
@@ -455,6 +457,11 @@ def ensure(workers=None):
 def threads():
     """How many threads a job runs on: the workers and the caller."""
     return ensure() + 1
+
+
+def planned_threads():
+    """What threads() would say, without compiling or starting the pool."""
+    return (default_workers() if _workers is None else _workers) + 1
 
 
 def shutdown():

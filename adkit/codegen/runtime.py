@@ -198,10 +198,16 @@ class NativeModule:
     `optimized` is False for quick_object's code."""
 
     def __init__(self, llvm_ir, engine, module):
-        self.llvm_ir = llvm_ir
+        self._llvm_ir = llvm_ir  # the text, or a function giving it (from_object_code)
         self._engine = engine  # keeps the code alive
         self._module = module
         self._asm = None
+
+    @property
+    def llvm_ir(self):
+        if callable(self._llvm_ir):
+            self._llvm_ir = self._llvm_ir()
+        return self._llvm_ir
 
     @property
     def asm(self):
@@ -240,7 +246,7 @@ def compile_text(text, quick=False):
     cached = disk_cache.load(key)
     if cached is not None:
         try:
-            return _from_object(text, cached)
+            return from_object_code(text, cached)
         except RuntimeError:  # a damaged cache file: compile again (and overwrite it)
             pass
     if quick:
@@ -248,7 +254,7 @@ def compile_text(text, quick=False):
     else:
         module, data = optimized_object(text)
         disk_cache.store(key, data)
-    native = _from_object(text, data)
+    native = from_object_code(text, data)
     native._module, native._asm, native.optimized = module, None, not quick
     return native
 
@@ -291,8 +297,13 @@ def quick_target_machine(level):
     return new_target_machine(opt=level)
 
 
-def _from_object(text, data):
-    """A NativeModule from cached object code (no optimization or code generation)."""
+def from_object_code(text, data):
+    """A NativeModule of object code (no optimization or code generation): cached
+    code, or code just made. `text` is its LLVM IR (a str, or a function giving it
+    when first asked: the plan cache reads it lazily). `object_code` keeps the bytes
+    (the plan cache stores them). Code calling libmvec or OpenBLAS needs them loaded
+    first (compile_text does; plan_cache.py for the code it stores)."""
+    _initialized()
     empty = llvm.parse_assembly("")
     engine = llvm.create_mcjit_compiler(empty, new_target_machine())
     engine.add_object_file(llvm.ObjectFileRef.from_data(data))
@@ -300,6 +311,7 @@ def _from_object(text, data):
     native = NativeModule(text, engine, None)
     native._asm = "(loaded from the on-disk cache: no assembly listing)"
     native.optimized = True  # only optimized code is cached
+    native.object_code = data
     return native
 
 

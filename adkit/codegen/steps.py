@@ -10,6 +10,7 @@ and `arrays` (the buffer list native code reads). A new kind of step is one clas
 here: the planner, the buffer sharing and jit.py see steps only through this protocol.
 """
 import ctypes
+from collections import namedtuple
 
 import numpy as np
 
@@ -49,6 +50,8 @@ class SegmentStep(Step):
     in order on the buffer list. When a call may fail (a bounds check), `status` is the
     buffer it reports in, and `fn` raises the failed check's error (the entry returns
     its code); otherwise `fn` is the entry itself."""
+
+    unstored_attributes = ("fn",)  # set by link (plan_codec.py stores the rest)
 
     def __init__(self, name, calls, status=None):
         self.name, self.calls, self.status, self.fn = name, calls, status, None
@@ -102,17 +105,25 @@ class BufferValues(Step):
 
 
 def _view_of_buffer(layout):
-    """None when `layout` is its buffer's whole array in C order, else a function making
-    the numpy view of it from that array."""
+    """None when `layout` is its buffer's whole array in C order, else the BufferView
+    making the numpy view of it from that array."""
     shape, strides = tuple(layout.shape), tuple(layout.strides)
     if not layout.offset and strides == c_strides(shape):
         return None
     itemsize = np.dtype(layout.dtype).itemsize
+    return BufferView(shape, np.dtype(layout.dtype), layout.offset * itemsize,
+                      tuple(s * itemsize for s in strides))
 
-    def view(array):
-        return np.ndarray(shape, layout.dtype, buffer=array, offset=layout.offset * itemsize,
-                          strides=tuple(s * itemsize for s in strides))
-    return view
+
+class BufferView(namedtuple("BufferView", ("shape", "dtype", "offset", "strides"))):
+    """A strided numpy view of a buffer's array (offset and strides in bytes): data, so
+    a plan holding it can be stored (plan_codec.py)."""
+
+    __slots__ = ()
+
+    def __call__(self, array):
+        return np.ndarray(self.shape, self.dtype, buffer=array, offset=self.offset,
+                          strides=self.strides)
 
 
 class NumpyStep(Step):

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..ir import evaluate
 from ..tensor import _make
-from . import background, plan, runtime
+from . import background, plan, plan_cache, runtime
 from .compiled import Compiled, structure
 from .pipeline import run_pipeline
 
@@ -51,8 +51,9 @@ class Pending:
 
     closes_over_grad = False  # Jitted sets it: the traced function reads a parameter
 
-    def __init__(self, graph, passes, name, promote):
+    def __init__(self, graph, passes, name, promote, plan_key=None):
         self.name, self._promote = name, promote
+        self._plan_key = plan_key  # where the optimized Compiled goes (plan_cache.py)
         self._traced = graph
         self._passes = passes
         self.evaluated = graph if passes is None else run_pipeline(graph, passes, name)
@@ -76,8 +77,11 @@ class Pending:
         failed background compile): the quick one's module at O3, else the pipeline,
         the plan and the native code."""
         if self._quick is not None:
-            return self._quick.optimize()
-        return Compiled(self._optimized_graph(), self.name)
+            compiled = self._quick.optimize()
+        else:
+            compiled = Compiled(self._optimized_graph(), self.name)
+        plan_cache.store(self._plan_key, compiled)
+        return compiled
 
     def _quick_code(self):
         """The Compiled of quick code (made once, in the caller's thread). Code the disk
@@ -87,8 +91,9 @@ class Pending:
                 quick = Compiled(self._optimized_graph(), self.name, quick=True)
                 quick.closes_over_grad = self.closes_over_grad
                 self._quick = quick
-                if quick.optimized:
+                if quick.optimized:  # the object code cache had it
                     self._compiled = quick
+                    background.submit(lambda: plan_cache.store(self._plan_key, quick))
         if self._compiled is not None:
             self._promote(self, self._compiled)
             return self._compiled

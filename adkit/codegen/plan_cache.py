@@ -1,0 +1,155 @@
+"""The disk cache of plans: what a jitted signature compiled to, keyed by its traced
+graph, so another process's first call skips the passes, planning, LLVM IR and LLVM.
+
+Owns: `key(graph, passes)` (None when the signature is not cached), `load(key)` (the
+Compiled, or None) and `store(key, compiled)`. Does not: hold files (disk_cache.py,
+which writes atomically and checks a sha256 before anything reads an entry), encode
+values (plan_codec.py) or plan (compiled.py).
+
+Key: a sha256 of the traced graph's data (ops by class name, their parameters, shapes,
+dtypes, constants' bytes, edges, the source lines ops were traced at; argument and
+result structure: plan_codec.digest) and of everything the plan and its code depend
+on: this cache's format, adkit's code (each module's size and modification time: an
+edited adkit never reads an older entry), numpy's and Python's versions, LLVM's and
+the CPU's (runtime.version_key), the threads plans split work over, the ADKIT_*
+settings, jit's passes. Only jit's own pipeline is cached (a user's passes are
+functions, known to this process only), and no graph that reads a tensor requiring
+grad (its calls read the parameter live).
+Value: the optimized Compiled's plan_state() (the graph after the passes and its plan,
+as data) with its optimized object code and LLVM IR. A hit decodes the plan and loads
+the object code: ~2-10 ms where the passes, planning, IR and quick code took 10-250.
+An entry that cannot be read, decoded or linked is a miss (compiled again, and then
+overwritten).
+"""
+import functools
+import hashlib
+import os
+import struct
+import sys
+
+import numpy as np
+
+from .. import _config
+from . import disk_cache, plan_codec, pool, runtime
+from .compiled import OPTIMIZE, Compiled
+
+FORMAT = "adkit-plan-1"
+_MAGIC = b"adkit-plan-1\n"
+_SUFFIX = ".plan"
+_ADKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# settings that say where the cache is or what is dumped, not what is compiled
+_NOT_CODEGEN = ("ADKIT_CACHE_DIR", "ADKIT_DISABLE_CACHE", "ADKIT_DUMP")
+
+
+@functools.lru_cache(maxsize=None)
+def code_fingerprint():
+    """adkit's code as it is installed: each module's path, size and modification
+    time (an edit, a reinstall or another version changes it)."""
+    parts = []
+    for directory, dirs, files in os.walk(_ADKIT_DIR):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                st = os.stat(os.path.join(directory, name))
+                rel = os.path.relpath(os.path.join(directory, name), _ADKIT_DIR)
+                parts.append(f"{rel}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _settings():
+    """What plans and code depend on besides the graph and adkit's code."""
+    env = sorted((k, v) for k, v in os.environ.items()
+                 if k.startswith("ADKIT_") and not k.startswith(_NOT_CODEGEN))
+    passes = [f"{p.__module__}.{p.__qualname__}" for p in OPTIMIZE.passes]
+    return repr((FORMAT, code_fingerprint(), np.__version__, sys.version,
+                 runtime.version_key(), runtime.mvec_available(), pool.planned_threads(),
+                 runtime.target_vector_bytes(), env, passes))
+
+
+def key(graph, passes):
+    """The cache key of a traced graph compiled with `passes` (None: jit's pipeline),
+    or None when it is not cached (caching off, a user's passes, a parameter read, or
+    something in the graph that is not data: a user's op class)."""
+    if passes is not None or disk_cache.cache_dir() is None or _config.dump_ir() or \
+            _config.dump_llvm():  # (a hit would dump nothing)
+        return None
+    if any(data.get("requires_grad") for _, data in graph.nx.nodes(data=True)):
+        return None
+    try:
+        traced = plan_codec.digest(graph)
+    except plan_codec.NotData:
+        return None
+    return hashlib.sha256((_settings() + "\n" + traced).encode()).hexdigest()
+
+
+def load(k):
+    """The Compiled stored under key k (optimized code), or None: none stored, or an
+    entry that cannot be read, decoded or linked (a damaged or foreign file)."""
+    if k is None:
+        return None
+    data = disk_cache.load(k, _SUFFIX, _MAGIC)
+    if data is None:
+        return None
+    try:
+        text, code, ir_text, blobs = _split(data)
+        entry = plan_codec.decode(text.decode(), blobs)
+        if entry.get("format") != FORMAT:
+            return None
+        compiled = Compiled.restored(entry["state"],
+                                     lambda: _native(entry, bytes(code), ir_text))
+    except Exception:  # noqa: BLE001 -- any damage is a miss: the signature compiles
+        return None
+    compiled.plan_key = k
+    return compiled
+
+
+def _native(entry, code, ir_text):
+    """The stored object code loaded, with what it calls loaded first."""
+    if not entry["native"]:
+        return None
+    runtime.mvec_available()
+    if entry["blas"]:
+        runtime.blas_library()
+    if entry["pool"]:
+        pool.ensure()  # registers the pool's entry point before the code is linked
+    return runtime.from_object_code(lambda: bytes(ir_text).decode(), code)
+
+
+def _split(data):
+    """(json bytes, object code, IR bytes, [array bytes]) of an entry's payload."""
+    view = memoryview(data)
+    (count,) = struct.unpack_from("<Q", view, 0)
+    if not 3 <= count < 1 << 20:
+        raise ValueError("not a plan cache entry")
+    lengths = struct.unpack_from(f"<{count}Q", view, 8)
+    chunks, at = [], 8 * (count + 1)
+    for n in lengths:
+        chunks.append(view[at:at + n])
+        at += n
+    if at != len(view):
+        raise ValueError("a plan cache entry of the wrong length")
+    return bytes(chunks[0]), chunks[1], chunks[2], chunks[3:]
+
+
+def store(k, compiled):
+    """Store an optimized Compiled under key k (k None: not cached). A plan holding
+    something that is not data (plan_codec.NotData) is not stored."""
+    module = compiled.module
+    if k is None or compiled.plan_key == k or (module is not None and (not module.optimized or
+                                     getattr(module, "object_code", None) is None)):
+        return
+    ir_text = module.llvm_ir if module is not None else ""
+    try:
+        text, blobs = plan_codec.encode({
+            "format": FORMAT, "state": compiled.plan_state(), "native": module is not None,
+            "blas": "cblas_" in ir_text, "pool": pool.RUN_NAME in ir_text})
+    except plan_codec.NotData:
+        return
+    chunks = [text.encode(), bytes(module.object_code) if module else b"",
+              ir_text.encode(), *blobs]
+    header = struct.pack(f"<{len(chunks) + 1}Q", len(chunks), *map(len, chunks))
+    disk_cache.store(k, [header, *chunks], _SUFFIX, _MAGIC)
+    compiled.plan_key = k
+
+
+__all__ = ["code_fingerprint", "key", "load", "store"]

@@ -177,3 +177,53 @@ def test_inference_tensors_saved_outside_inference_mode_are_refused():
     with ak.inference_mode():
         y = x * 2.0
     assert y.is_inference() and not y.requires_grad
+
+
+WITH_RULE = [c for c in COVERED if c.eager_recipe().rule is not None]
+
+
+def _same_gradients(fast, slow, g):
+    assert len(fast) == len(slow)
+    for f, s in zip(fast, slow):
+        assert (f is None) == (s is None)
+        assert (f is g) == (s is g)  # passed on as is (add's), or a new tensor
+        if f is not None:
+            assert f._data.dtype == s._data.dtype
+            np.testing.assert_array_equal(f._data, s._data)
+            assert f.requires_grad == s.requires_grad
+
+
+@pytest.mark.parametrize("cls", WITH_RULE, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_generated_node_run_gives_the_family_backward_s_gradients(cls, create_graph):
+    """The node's generated _run (the engine's call) against BackwardCFunction._run
+    (the family's backward through saved_tensors), for every operand kind, with and
+    without grad mode (create_graph)."""
+    from adkit.autograd.function import BackwardCFunction
+    arity = cls.eager_recipe().arity
+    kinds = _operand_kinds(np.float64, (3,), 0)
+    calls = [(x,) for x in kinds[1:3]] if arity == 1 else \
+        [(x, y) for x in kinds for y in _operand_kinds(np.float64, (3,), 1)
+         if getattr(x, "requires_grad", False) or getattr(y, "requires_grad", False)]
+    g = ak.tensor(np.linspace(0.5, 1.5, 3), requires_grad=create_graph)
+    for args in calls:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            node = cls.apply(*args).grad_fn
+            with ak.set_grad_enabled(create_graph):
+                _same_gradients(node._run([g]), BackwardCFunction._run(node, [g]), g)
+
+
+def test_generated_node_run_keeps_the_general_errors_and_zeros():
+    x = ak.tensor([1.0, 2.0], requires_grad=True)
+    a = x * 1.0
+    y = a.sin()
+    a.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.grad_fn._run([ak.ones(2)])
+    z = x.exp()
+    z.sum().backward()
+    with pytest.raises(RuntimeError, match="Trying to backward through the graph a second"):
+        z.grad_fn._run([ak.ones(2)])
+    g, none = (x * 3.0).grad_fn._run([None])  # materialized as zeros
+    assert g.tolist() == [0.0, 0.0] and none is None

@@ -12,7 +12,7 @@ import inspect
 import numpy as np
 
 from .._dispatch import interpreters
-from ..autograd._fastpath import fast_entry
+from ..autograd._fastpath import fast_entry, fast_node_run
 from ..autograd.function import plain_arity
 from ..tensor import Tensor, _make
 from . import (assemble, binary, comparison, conversion, extrema, indexing, inplace, join,
@@ -83,13 +83,16 @@ def _direct_class(fn, arity):
 
 def _build_fast_paths():
     """Each op class whose family describes its common call (`eager_recipe`) gets the
-    generated eager fast path as its `_array_op` (what apply calls); the general path
-    takes every call it does not handle. Tensor's operators and methods get their own
-    entries below."""
+    generated eager fast path as its `_array_op` (what apply calls), and its node the
+    generated `_run` when its backward is its family's; the general paths take every
+    call these do not handle. Tensor's operators and methods get their own entries
+    (_as_method, _binary_operator)."""
     for cls in ALL_CLASSES:
         recipe = _recipe(cls)
         if recipe is not None:
             cls._array_op = fast_entry(cls, recipe, "apply", cls._array_op)
+            if recipe.rule is not None:
+                cls._backward_cls._run = fast_node_run(cls, recipe)
 
 
 def _recipe(cls):

@@ -118,8 +118,9 @@ class UnaryElementwise(ArrayFunction):
         or None when the op records otherwise (its own setup_context)."""
         if not cls._plain_arrays or cls.setup_context is not UnaryElementwise.setup_context:
             return None
+        rule = cls.derivative if _family_backward(cls, UnaryElementwise) else None
         return Recipe(1, _declared_ufunc(cls), bool(cls.saves), cls._saves_x,
-                      cls._saves_out, None)
+                      cls._saves_out, None, rule)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -196,8 +197,9 @@ class BinaryElementwise(ArrayFunction):
         if not cls._plain_arrays or \
                 cls.setup_context is not BinaryElementwise.setup_context:
             return None
+        rule = cls.partials if _family_backward(cls, BinaryElementwise) else None
         return Recipe(2, _declared_ufunc(cls), bool(cls.saves), None, cls._saves_out,
-                      cls._keep)
+                      cls._keep, rule)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -262,6 +264,11 @@ def _declared_ufunc(cls):
         if "forward" in vars(klass):
             return vars(klass).get("ufunc")
     return None
+
+
+def _family_backward(cls, family):
+    """Whether cls's backward is its family's (no backward or vjp of its own)."""
+    return cls.backward is family.backward and cls.vjp is Function.vjp
 
 
 def _keep_table(saves, only_for_other):

@@ -41,19 +41,24 @@ _ADKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _NOT_CODEGEN = ("ADKIT_CACHE_DIR", "ADKIT_DISABLE_CACHE", "ADKIT_DUMP")
 
 
-@functools.lru_cache(maxsize=None)
-def code_fingerprint():
-    """adkit's code as it is installed: each module's path, size and modification
-    time (an edit, a reinstall or another version changes it)."""
+def directory_fingerprint(root):
+    """A hash of each Python module's path, size and modification time under root."""
     parts = []
-    for directory, dirs, files in os.walk(_ADKIT_DIR):
+    for directory, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
         for name in sorted(files):
             if name.endswith(".py"):
-                st = os.stat(os.path.join(directory, name))
-                rel = os.path.relpath(os.path.join(directory, name), _ADKIT_DIR)
-                parts.append(f"{rel}:{st.st_size}:{st.st_mtime_ns}")
+                path = os.path.join(directory, name)
+                st = os.stat(path)
+                parts.append(f"{os.path.relpath(path, root)}:{st.st_size}:{st.st_mtime_ns}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def code_fingerprint():
+    """adkit's code as this process found it (an edit, a reinstall or another version
+    changes it)."""
+    return directory_fingerprint(_ADKIT_DIR)
 
 
 def _settings():
@@ -132,11 +137,18 @@ def _split(data):
 
 
 def store(k, compiled):
-    """Store an optimized Compiled under key k (k None: not cached). A plan holding
-    something that is not data (plan_codec.NotData) is not stored."""
+    """Store an optimized Compiled under key k (k None: not cached), unless it is there
+    already (it was stored or loaded under k). A plan holding something that is not
+    data (plan_codec.NotData) is not stored."""
+    if k is not None and compiled.plan_key != k:
+        write(k, compiled)
+
+
+def write(k, compiled):
+    """Write the entry of an optimized Compiled under key k (atomically)."""
     module = compiled.module
-    if k is None or compiled.plan_key == k or (module is not None and (not module.optimized or
-                                     getattr(module, "object_code", None) is None)):
+    if module is not None and (not module.optimized or
+                               getattr(module, "object_code", None) is None):
         return
     ir_text = module.llvm_ir if module is not None else ""
     try:
@@ -152,4 +164,4 @@ def store(k, compiled):
     compiled.plan_key = k
 
 
-__all__ = ["code_fingerprint", "key", "load", "store"]
+__all__ = ["code_fingerprint", "directory_fingerprint", "key", "load", "store", "write"]

@@ -1,0 +1,240 @@
+"""The disk cache of plans (adkit/codegen/plan_cache.py): a second process's first call
+finds the plan and code of a signature another process compiled, and makes no pass,
+plan, IR or LLVM compile; the key separates shapes, dtypes and constants; damaged,
+forged and stale entries are misses; concurrent writers leave whole entries; restored
+plans compute what their originals do (fuzzer programs, gradients, pytrees, failed
+index checks)."""
+import hashlib
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import adkit as ak
+from adkit.codegen import disk_cache, plan_cache, plan_codec
+from adkit.codegen.compiled import Compiled
+from adkit.ir.trace import trace_for
+from adkit.testing import programs
+from adkit.testing.fuzzer import program_function
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SCRIPT = """
+import os, sys, numpy as np, adkit as ak
+from adkit.codegen import background, plan, runtime, tiered
+if os.environ.get("FORBID_COMPILING"):  # a hit must make no pass, plan or code
+    def forbidden(*args, **kwargs):
+        raise AssertionError("compiled although the plan cache had it")
+    sys.modules["adkit.codegen.jit"].run_pipeline = forbidden
+    tiered.run_pipeline = forbidden
+    plan.Planner.__init__ = forbidden
+    runtime.optimized_object = runtime.quick_object = forbidden
+mode = os.environ["JIT_MODE"]
+rng = np.random.default_rng(0)
+x = ak.tensor(rng.standard_normal((300, 40)))
+w = ak.tensor(rng.standard_normal((40, 40)))
+c = np.linspace(0.5, 1.5, 40)  # closed over: a constant of the graph
+
+def loss(w, x):
+    h = (x @ w).tanh() * ak.tensor(c)
+    return (h.exp().sum(1).log() ** 2).mean()
+
+fns = {
+    "elementwise": (ak.jit(lambda t: ((t * 2.0).exp() + 1.0).tanh(), compile=mode), (x,)),
+    "gradient": (ak.jit(ak.func.grad_and_value(loss), compile=mode), (w, x)),
+    "pytree": (ak.jit(lambda t: {"s": t.sum(0), "n": (t > 0).sum(), "k": 3},
+                      compile=mode), (x,)),
+    "gather": (ak.jit(lambda t, i: t[i] * 2.0, compile=mode),
+               (x, ak.tensor(np.array([0, 5, 299])))),
+}
+for name, (f, args) in fns.items():
+    f(*args)
+    out = f(*args)
+    leaves = ak._pytree.tree_flatten(out)[0]
+    total = sum(float(np.asarray(l.numpy() if hasattr(l, "numpy") else l).sum())
+                for l in leaves)
+    print(name, repr(total), f.compile(*args).plan_key is not None)
+try:
+    fns["gather"][0](x, ak.tensor(np.array([0, 300, 1])))
+except IndexError as e:
+    print("index-error", "index 300 is out of bounds" in str(e))
+background.wait()
+"""
+
+
+def _run(cache, mode="background", forbid=False):
+    env = {**os.environ, "ADKIT_CACHE_DIR": str(cache), "JIT_MODE": mode}
+    env.pop("ADKIT_DISABLE_CACHE", None)
+    if forbid:
+        env["FORBID_COMPILING"] = "1"
+    return subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _lines(process):
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err
+    return out.splitlines()
+
+
+@pytest.mark.parametrize("mode", ["background", "eager"])
+def test_a_second_process_compiles_nothing(tmp_path, mode):
+    first = _lines(_run(tmp_path, mode))
+    second = _lines(_run(tmp_path, mode, forbid=True))
+    assert second[4:] == ["index-error True"]
+    for a, b in zip(first[:4], second[:4]):
+        assert a.split()[:2] == b.split()[:2] and b.endswith("True")
+    assert list(tmp_path.rglob("*.plan")) and not list(tmp_path.rglob("*.tmp"))
+
+
+def test_concurrent_writers_leave_whole_entries(tmp_path):
+    writers = [_run(tmp_path, "eager"), _run(tmp_path, "eager")]
+    results = [_lines(p) for p in writers]
+    assert results[0][:4] == results[1][:4]
+    assert _lines(_run(tmp_path, forbid=True))[:4] == results[0][:4]
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+# ----------------------------------------------------------------------- in process
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ADKIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("ADKIT_DISABLE_CACHE", raising=False)
+    return tmp_path
+
+
+def _key(f, *args):
+    return plan_cache.key(trace_for("test", f, args, {}), None)
+
+
+def test_the_key_separates_shapes_dtypes_constants_and_functions(cache):
+    x = ak.tensor(np.ones((3, 4)))
+
+    def double(t):
+        return t * 2.0
+    k = _key(double, x)
+    assert k == _key(double, ak.tensor(np.zeros((3, 4))))  # the arguments' values: no
+    assert k != _key(double, ak.tensor(np.ones((4, 3))))
+    assert k != _key(double, ak.tensor(np.ones((3, 4), np.float32)))
+    assert k != _key(lambda t: t * 2.0, x)  # the line ops were traced at (errors name it)
+    assert k != _key(lambda t: t * 3.0, x)
+    assert k != _key(lambda t: t + 2.0, x)
+    one, other = np.ones(4), np.ones(4)
+    other[2] = 1.5
+    assert _key(lambda t: t * ak.tensor(one), x) != _key(lambda t: t * ak.tensor(other), x)
+    assert _key(lambda t: t.sum(0), x) != _key(lambda t: t.sum(1), x)
+
+
+def test_what_is_not_cached(cache, monkeypatch):
+    x = ak.tensor(np.ones(3))
+    assert plan_cache.key(trace_for("test", lambda t: t * 2.0, (x,), {}), (abs,)) is None
+    p = ak.tensor(np.ones(3), requires_grad=True)
+    assert _key(lambda t: t * p, x) is None  # reads a parameter live
+    monkeypatch.setenv("ADKIT_DISABLE_CACHE", "1")
+    assert _key(lambda t: t * 2.0, x) is None
+
+
+def _stored(f, *args):
+    """(key, the Compiled made, the one the cache gives back)."""
+    compiled = ak.jit(f, compile="eager").compile(*args)
+    k = _key(f, *args)
+    plan_cache.store(k, compiled)
+    return k, compiled, plan_cache.load(k)
+
+
+def test_damaged_forged_and_stale_entries_are_misses(cache):
+    x = ak.tensor(np.linspace(-1, 1, 50))
+    k, _, restored = _stored(lambda t: (t * 2.0).sin(), x)
+    assert isinstance(restored, Compiled)
+    path = next(cache.rglob("*.plan"))
+    data = path.read_bytes()
+    path.write_bytes(data[:-10] + b"0123456789")  # its sha256 no longer matches
+    assert plan_cache.load(k) is None
+
+    def forge(document, *chunks):
+        header = np.array([2 + len(chunks), len(document), 0, *map(len, chunks)],
+                          "<u8").tobytes()
+        disk_cache.store(k, [header, document, b"", *chunks], ".plan", plan_cache._MAGIC)
+    # an entry naming a class outside adkit, which must never be called
+    forge(b'{"format": "adkit-plan-1", "state": ["o", 0, ["c", "os", "system"], []]}',
+          b"")
+    assert plan_cache.load(k) is None
+    forge(b'["l", 0, [["r", 5]]]', b"")  # a reference to nothing
+    assert plan_cache.load(k) is None
+    text, blobs = plan_codec.encode({"format": "adkit-plan-0", "state": {}})
+    forge(text.encode(), b"", *blobs)  # an older format
+    assert plan_cache.load(k) is None
+
+
+def test_the_code_fingerprint_follows_every_module(tmp_path):
+    for name in ("a.py", "sub/b.py"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("x = 1\n")
+    before = plan_cache.directory_fingerprint(str(tmp_path))
+    os.utime(tmp_path / "sub/b.py", ns=(1, 1))
+    assert plan_cache.directory_fingerprint(str(tmp_path)) != before
+
+
+def _same(a, b):
+    a, b = ak._pytree.tree_flatten(a)[0], ak._pytree.tree_flatten(b)[0]
+    assert len(a) == len(b)
+    for u, v in zip(a, b):
+        u, v = np.asarray(u.numpy() if hasattr(u, "numpy") else u), \
+            np.asarray(v.numpy() if hasattr(v, "numpy") else v)
+        assert u.dtype == v.dtype and u.shape == v.shape
+        np.testing.assert_array_equal(u, v)
+
+
+def test_restored_plans_compute_what_their_originals_do(cache):
+    rng = np.random.default_rng(0)
+    x, w = ak.tensor(rng.standard_normal((64, 32))), ak.tensor(rng.standard_normal((32, 8)))
+
+    def mlp(w, x):
+        return ((x @ w).tanh() ** 2).mean()
+    cases = [
+        (ak.func.grad(mlp), (w, x)),
+        (lambda t: (ak.sort(t, 1)[0].exp(), t.argmax(1), t > 0), (x,)),  # numpy steps
+        (lambda t: t.t()[3:], (x,)),  # a view of the input: copied out
+        (lambda t, i: t[i].exp(), (x, ak.tensor(np.array([1, 63, 0])))),
+    ]
+    for f, args in cases:
+        _, compiled, restored = _stored(f, *args)
+        assert restored is not None and restored.plan_key is not None
+        _same(restored(*args), compiled(*args))
+        _same(restored(*args), compiled(*args))  # the reused buffers too
+    with pytest.raises(IndexError, match="out of bounds"):
+        restored(x, ak.tensor(np.array([1, 64, 0])))
+
+
+def test_fuzzer_programs_round_trip(cache):
+    rng = np.random.default_rng(7)
+    stored = 0
+    for _ in range(40):
+        program = programs.generate(rng)
+        f = program_function(program)
+        args = [ak.tensor(a) for a in program.inputs]
+        _, compiled, restored = _stored(f, *args)
+        if restored is None:  # a plan holding something that is not data
+            continue
+        stored += 1
+        _same(restored(*args), compiled(*args))
+    assert stored >= 30
+
+
+def test_concurrent_stores_in_one_process(cache):
+    x = ak.tensor(np.linspace(0, 1, 100))
+    f = ak.jit(lambda t: t.exp() * 3.0, compile="eager")
+    compiled, k = f.compile(x), _key(lambda t: t.exp() * 3.0, x)
+    threads = [threading.Thread(target=plan_cache.store, args=(k, compiled))
+               for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    _same(plan_cache.load(k)(x), compiled(x))
+    assert hashlib.sha256(next(cache.rglob("*.plan")).read_bytes()).digest()
+    assert not list(cache.rglob("*.tmp"))

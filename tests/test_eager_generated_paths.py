@@ -227,3 +227,17 @@ def test_generated_node_run_keeps_the_general_errors_and_zeros():
         z.grad_fn._run([ak.ones(2)])
     g, none = (x * 3.0).grad_fn._run([None])  # materialized as zeros
     assert g.tolist() == [0.0, 0.0] and none is None
+
+
+def test_function_entries_bind_and_refuse_as_apply_does():
+    x = ak.tensor([1.0, 2.0], requires_grad=True)
+    assert ak.mul(x=x, y=2.0).tolist() == [2.0, 4.0] and ak.sin(x=x).requires_grad
+    assert ak.mul is ak.multiply and ak.sin.__name__ == "sin"
+    with pytest.raises(TypeError, match=r"Sin.apply\(\): missing a required argument: 'x'"):
+        ak.sin()
+    with pytest.raises(TypeError, match=r"Mul.apply\(\): missing a required argument: 'y'"):
+        ak.mul(x)
+    with pytest.raises(TypeError, match=r"Mul.apply\(\): too many positional arguments"):
+        ak.mul(x, x, x)
+    graph = ak.trace(lambda t: ak.exp(ak.add(t, 1.0)), ak.tensor([1.0, 2.0]))
+    assert "exp" in str(graph) and "add" in str(graph)

@@ -53,6 +53,12 @@ _ENTRIES = {
     "method": ("x, *args, **kwargs", "",
                "if args or kwargs or interpreters():\n        return general(x, *args, **kwargs)",
                "general(x, *args, **kwargs)"),
+    # ak.sin(x), ak.mul(x, y): general is cls.apply, which also words the errors of
+    # calls missing an operand
+    "function": ("{missing_defaults}, *args, **kwargs", "",
+                 "if {any_missing} or args or kwargs or interpreters():\n"
+                 "        return general(*given(({ops}), args), **kwargs)",
+                 "general({ops})"),
 }
 
 _FLOATS = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16))
@@ -61,11 +67,14 @@ _FLOATS = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16))
 def fast_entry(cls, recipe, kind, general):
     """The generated function for entry `kind` of op class `cls` (see _ENTRIES), which
     calls `general` with its own arguments for every call it does not handle."""
-    params, bind, guard, slow = _ENTRIES[kind]
-    ops = "x," if recipe.arity == 1 else "x, y"
+    names = ("x", "y")[:recipe.arity]
+    fill = {"ops": ", ".join(names) + ("," if recipe.arity == 1 else ""),
+            "missing_defaults": ", ".join(f"{n}=MISSING" for n in names),
+            "any_missing": " or ".join(f"{n} is MISSING" for n in names)}
+    params, bind, guard, slow = (part.format(**fill) for part in _ENTRIES[kind])
     source = (_UNARY if recipe.arity == 1 else _BINARY).format(
-        name=f"{cls.__name__}_{kind}", params=params, bind=bind.format(ops=ops),
-        guard=guard, slow=slow, compute=_compute(recipe), hooks_check=_hooks_check(recipe),
+        name=f"{cls.__name__}_{kind}", params=params, bind=bind, guard=guard, slow=slow,
+        compute=_compute(recipe), hooks_check=_hooks_check(recipe),
         save=_save_lines(recipe))
     namespace = dict(_GLOBALS, general=general, forward=cls.forward, ufunc=recipe.ufunc,
                      NODE=cls._backward_cls, KEEP=recipe.keep)
@@ -82,6 +91,21 @@ def _compiled(name, source, namespace):
     return namespace[name]
 
 
+class _Missing:
+    """The default of an operand not given (the "function" entry's)."""
+
+    def __repr__(self):
+        return "<required>"
+
+
+MISSING = _Missing()
+
+
+def _given(operands, args):
+    """The positional arguments of a call, operands left out where not given."""
+    return tuple(a for a in operands if a is not MISSING) + args
+
+
 def _inference_saved():
     """pack_saved's refusal of an inference tensor, saved outside inference_mode."""
     if not GRAD.inference:
@@ -94,7 +118,7 @@ _GLOBALS = {
     "SAVED_HOOKS": SAVED_HOOKS, "SEQUENCE": SEQUENCE, "NO_EDGE": NO_EDGE,
     "NOT_TENSOR": NOT_TENSOR, "grad_accumulator": grad_accumulator,
     "pack_saved": pack_saved, "interpreters": interpreters,
-    "inference_saved": _inference_saved,
+    "inference_saved": _inference_saved, "MISSING": MISSING, "given": _given,
     # needs_input_grad of unary and binary nodes, shared: NEEDS2[x][y] == (x, y)
     "NEEDS1": ((False,), (True,)),
     "NEEDS2": (((False, False), (False, True)), ((True, False), (True, True))),

@@ -93,6 +93,16 @@ def _build_fast_paths():
             cls._array_op = fast_entry(cls, recipe, "apply", cls._array_op)
             if recipe.rule is not None:
                 cls._backward_cls._run = fast_node_run(cls, recipe)
+    entries = {}  # op class -> its function entry (aliases share it)
+    for name, fn in FUNCTIONS.items():  # ak.NAME: one frame fewer than through apply
+        cls = getattr(fn, "__self__", None)
+        recipe = _recipe(cls) if isinstance(cls, type) else None
+        if recipe is not None and _direct_class(fn, recipe.arity) is cls:
+            if cls not in entries:
+                entry = entries[cls] = fast_entry(cls, recipe, "function", fn)
+                entry.__name__ = entry.__qualname__ = cls.public_name
+                entry.__doc__ = cls.__doc__
+            FUNCTIONS[name] = entries[cls]
 
 
 def _recipe(cls):

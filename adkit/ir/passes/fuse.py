@@ -23,7 +23,8 @@ from ...ops._helpers import c_strides
 from ...tensor import _make
 from .. import evaluate, rules
 from ..graph import Graph
-from .cleanup import copy_op, has_in_place_ops
+from .cleanup import copy_op, dce, has_in_place_ops
+from .contract_first import contract_first
 
 
 _NATIVE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # what kernels compute in
@@ -87,6 +88,8 @@ def fuse(graph):
     g = graph.copy()
     if has_in_place_ops(g):
         return g
+    if contract_first(g):  # before grouping: what it leaves unread goes first
+        g = dce(g)
     _recompute_cheap_reads(g)
     ungrouped = g.copy()
     rank = {n: i for i, n in enumerate(ungrouped.topo_order())}

@@ -2,6 +2,7 @@
 
     python benchmarks/jit_vs_jax.py [--quick]
     python benchmarks/jit_vs_jax.py --first-call [--rounds 5] [--cases b,c,d,gmm-small]
+    python benchmarks/jit_vs_jax.py --warm-cache [--rounds 5] [--cases b,c,d,gmm-small]
 
 Cases (issue 6): (a) a fused elementwise chain, value and gradient, 1e6 and 1e7 float64;
 (b) call overhead on a tiny input; (c) first-call compile time of a ~50-node gradient
@@ -11,6 +12,10 @@ steady call timed once adkit's background compile has finished) of cases b, c, d
 ADBench's GMM gradient (gmm-small/medium/large, papers/adbench_gmm), for adkit's two
 compile modes and jax.jit, in rounds where the frameworks take turns; it prints medians
 and the range of the per-round ratios adkit / jax.
+`--warm-cache`: the same overhead in a fresh process whose disk cache another process
+has filled (adkit's cache of plans and object code; jax's persistent compilation cache,
+every entry kept), with adkit's time split into tracing, the key (hashing the traced
+graph) and loading the entry.
 Each framework runs in its own subprocess: jax's and llvmlite's LLVMs must not share a
 process (they abort together), and a fresh process also makes compile times honest.
 """
@@ -229,10 +234,89 @@ def first_call_table(cases, rounds, repeats):
                   f"{r['overhead'] * 1e3:>13.1f}{ratio:>8}{spread:>14}", flush=True)
 
 
-def _child(args):
-    """The JSON a worker subprocess prints last (no on-disk compile cache: first calls
-    are honest), or {"error": ...}."""
+def _timed(module, name, totals):
+    """Wrap module.name to add its wall time (ms) to totals[name]."""
+    fn = getattr(module, name)
+
+    def timed(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            totals[name] = totals.get(name, 0.0) + (time.perf_counter() - t0) * 1e3
+    setattr(module, name, timed)
+
+
+def warm_first_call(framework, case, repeats, cache_dir):
+    """first_call with the disk cache in cache_dir (filled by an earlier process):
+    jax's persistent cache keeping every entry; for adkit, also the milliseconds spent
+    tracing, computing the plan cache's key and loading its entry (0 hits: a miss)."""
+    if framework == "jax":
+        import jax
+        jax.config.update("jax_compilation_cache_dir", cache_dir)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+        return first_call(framework, case, repeats)
+    import adkit  # noqa: F401 -- the modules timed below
+    from adkit.codegen import plan_cache
+    totals = {}
+    _timed(sys.modules["adkit.codegen.jit"], "trace_for", totals)
+    _timed(plan_cache, "key", totals)
+    _timed(plan_cache, "load", totals)
+    timed_load, hits = plan_cache.load, []
+
+    def counted_load(k):
+        found = timed_load(k)
+        hits.append(found is not None)
+        return found
+    plan_cache.load = counted_load  # jit.py calls it as plan_cache.load
+    result = first_call(framework, case, repeats)
+    return {**result, "trace": totals.get("trace_for", 0) / 1e3,
+            "key": totals.get("key", 0) / 1e3, "load": totals.get("load", 0) / 1e3,
+            "hits": float(sum(hits))}
+
+
+def warm_cache_table(cases, rounds, repeats):
+    """Each case with a warm disk cache: a process fills it, then `rounds` rounds of
+    fresh processes, adkit and jax taking turns."""
+    import tempfile
+    sys.path.insert(0, HERE)
+    from _timing import in_turns
+    frameworks = ["adkit", "jax"]
+    print(f"warm disk cache: overhead = first call - steady call in a fresh process; "
+          f"medians of {rounds} rounds; ratio = adkit / jax per round (min..max)")
+    print(f"{'case':<12}{'framework':<10}{'first ms':>10}{'steady ms':>11}"
+          f"{'overhead ms':>13}{'trace':>8}{'key':>7}{'load':>7}{'/ jax':>8}{'range':>14}")
+    for case in cases:
+        with tempfile.TemporaryDirectory(prefix="adkit-warm-") as cache:
+            def one(framework, case=case, cache=cache):
+                return _child(["--warm-cache-worker", framework, case, cache, "--repeats",
+                               str(repeats)], cache=cache)
+            for framework in frameworks:  # fills the caches
+                one(framework)
+            merged, ratios = in_turns(one, frameworks, rounds, "overhead")
+        for name in frameworks:
+            r = merged[name]
+            if "error" in r or "missing" in r:
+                print(f"{case:<12}{name:<10}  {r.get('error') or r.get('missing')}")
+                continue
+            rs = ratios.get(name)
+            ratio = f"{statistics.median(rs):.3f}" if rs else "-"
+            spread = f"{min(rs):.3f}..{max(rs):.3f}" if rs else "-"
+            split = "".join(f"{r[k] * 1e3:>{w}.1f}" if k in r else f"{'':>{w}}"
+                            for k, w in (("trace", 8), ("key", 7), ("load", 7)))
+            if r.get("hits") == 0:
+                split += " (a miss)"
+            print(f"{case:<12}{name:<10}{r['first'] * 1e3:>10.1f}{r['steady'] * 1e3:>11.3f}"
+                  f"{r['overhead'] * 1e3:>13.1f}{split}{ratio:>8}{spread:>14}", flush=True)
+
+
+def _child(args, cache=None):
+    """The JSON a worker subprocess prints last (no on-disk compile cache unless one is
+    given: first calls are honest), or {"error": ...}."""
     env = dict(os.environ, ADKIT_DISABLE_CACHE="1")
+    if cache is not None:
+        env.update(ADKIT_CACHE_DIR=cache, ADKIT_DISABLE_CACHE="0")
     out = subprocess.run([sys.executable, os.path.abspath(__file__), *args],
                          capture_output=True, text=True, env=env, check=False)
     lines = out.stdout.strip().splitlines()
@@ -258,6 +342,10 @@ def main():
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--first-call", action="store_true", help="first-call overheads")
     parser.add_argument("--first-call-worker", nargs=2, metavar=("FRAMEWORK", "CASE"))
+    parser.add_argument("--warm-cache", action="store_true",
+                        help="first-call overheads with a warm disk cache")
+    parser.add_argument("--warm-cache-worker", nargs=3,
+                        metavar=("FRAMEWORK", "CASE", "CACHE_DIR"))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cases", default=",".join(FIRST_CALL_CASES))
     args = parser.parse_args()
@@ -266,8 +354,13 @@ def main():
         return worker(args.worker[0], args.worker[1], repeats)
     if args.first_call_worker:
         return print(json.dumps(first_call(*args.first_call_worker, repeats)))
+    if args.warm_cache_worker:
+        framework, case, cache = args.warm_cache_worker
+        return print(json.dumps(warm_first_call(framework, case, repeats, cache)))
     if args.first_call:
         return first_call_table(args.cases.split(","), args.rounds, repeats)
+    if args.warm_cache:
+        return warm_cache_table(args.cases.split(","), args.rounds, repeats)
     print(f"{'case':<8}{'framework':<24}{'median':>12}{'jax / this':>12}")
     for case in CASES:
         results = {}

@@ -27,6 +27,7 @@ _RECYCLE_BYTES = 1 << 17
 # this many bytes on (Compiled._first_blocks); pages are 4 kB or larger
 _TOUCH_BYTES = 1 << 23
 _PAGE_BYTES = 4096
+_TOUCH_PIECE = 1 << 22  # what either thread touches at a time (_touched_meanwhile)
 # calls of jitted functions inlined first (one program to optimize); loops: one forward
 # scan where a gradient traced two (before any pass rebuilds plans); sums of slice
 # scatters become Assembles before decompose turns the rest into elementwise selects;
@@ -278,31 +279,42 @@ class Compiled:
 
 
 def _touched_meanwhile(sizes):
-    """A thread making new blocks of these sizes (bytes) and writing a byte of each of
-    their pages; returns a function giving them once, waiting for the thread (None to
-    a second caller). A fresh page costs a fault and the kernel's zeroing on first
-    touch: ~100 ms of a GMM gradient's first call at ADBench's large size (170 MB of
-    blocks, 2 MB pages zeroed at ~2 GB/s) when its kernels touched them, which now
-    overlaps code generation (numpy's strided write releases the GIL)."""
-    made = []
-    thread = threading.Thread(target=lambda: made.append(_touched_blocks(sizes)),
-                              name="adkit-touch", daemon=True)
-    thread.start()
-
-    def blocks():
-        thread.join()
-        try:
-            return made.pop()
-        except IndexError:  # another thread's first call took them
-            return None
-    return blocks
-
-
-def _touched_blocks(sizes):
+    """New blocks of these sizes (bytes), a byte of each of their pages written by a
+    thread of their own; returns a function giving them once (None to a second
+    caller), after its caller has helped write what the thread has not yet reached.
+    A fresh page costs a fault and the kernel's zeroing on first touch: ~100 ms of a
+    GMM gradient's first call at ADBench's large size (170 MB of blocks, 2 MB pages
+    zeroed at ~2 GB/s) when its kernels touched them, which now overlaps code
+    generation (numpy's strided write releases the GIL), and is shared by the two
+    threads when the first call comes before it is done (a plan from the disk cache
+    comes within milliseconds)."""
     blocks = [buffers.aligned_empty(n, np.uint8) for n in sizes]
-    for block in blocks:
-        block[::_PAGE_BYTES] = 0
-    return blocks
+    # pieces of _TOUCH_PIECE bytes, taken from the end of the list by either thread
+    pieces = [block[start:start + _TOUCH_PIECE] for block in blocks
+              for start in range(0, block.size, _TOUCH_PIECE)]
+    lock = threading.Lock()
+
+    def touch():
+        while True:
+            with lock:
+                if not pieces:
+                    return
+                piece = pieces.pop()
+            piece[::_PAGE_BYTES] = 0
+
+    thread = threading.Thread(target=touch, name="adkit-touch", daemon=True)
+    thread.start()
+    given = []
+
+    def take():
+        touch()
+        thread.join()
+        with lock:
+            if given:  # another thread's first call took them
+                return None
+            given.append(True)
+        return blocks
+    return take
 
 
 def structure(graph, flat):

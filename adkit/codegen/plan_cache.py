@@ -43,14 +43,17 @@ _NOT_CODEGEN = ("ADKIT_CACHE_DIR", "ADKIT_DISABLE_CACHE", "ADKIT_DUMP")
 
 def directory_fingerprint(root):
     """A hash of each Python module's path, size and modification time under root."""
-    parts = []
-    for directory, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            if name.endswith(".py"):
-                path = os.path.join(directory, name)
-                st = os.stat(path)
-                parts.append(f"{os.path.relpath(path, root)}:{st.st_size}:{st.st_mtime_ns}")
+    parts, folders = [], [root]
+    while folders:
+        with os.scandir(folders.pop()) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__":
+                        folders.append(entry.path)
+                elif entry.name.endswith(".py"):
+                    st = entry.stat()
+                    parts.append(f"{os.path.relpath(entry.path, root)}:{st.st_size}:"
+                                 f"{st.st_mtime_ns}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 

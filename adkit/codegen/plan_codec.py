@@ -103,6 +103,9 @@ class _Encoder:
             return x
         if t is tuple:
             return ["t", [self.value(v) for v in x]]
+        if self.hashing and (t is list or t is dict):  # sharing does not change a hash
+            items = x.items() if t is dict else enumerate(x)
+            return [t.__name__[0], [[self.value(k), self.value(v)] for k, v in items]]
         index = self.memo.get(id(x))
         if index is not None:
             return ["r", index]
@@ -189,8 +192,13 @@ def encode(obj):
 
 def digest(obj):
     """A hex sha256 of obj's encoding (arrays by their bytes' digests; sets in a sorted
-    order): equal for equal data across processes; NotData if obj is not data."""
-    text = json.dumps(_Encoder(hashing=True).value(obj), separators=(",", ":"))
+    order; shared lists and dicts written each time): equal for equal data across
+    processes; NotData if obj is not data (or holds a cycle of lists or dicts)."""
+    try:
+        encoded = _Encoder(hashing=True).value(obj)
+    except RecursionError:
+        raise NotData("a cycle of lists or dicts") from None
+    text = json.dumps(encoded, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
 

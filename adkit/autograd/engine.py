@@ -262,14 +262,16 @@ def _execute(ready, buffers, deps, needed, tiebreak, captures, captured, accumul
     past the heap and the buffers (every step of a chain)."""
     anomaly = anomaly_mode.STATE.enabled
     pruned = needed is not None
+    plain = not anomaly and captures is None  # no node needs the general evaluation
+    release = not keep_graph
     node, grads = _pop_waiting(ready, buffers)
     while node is not None:
-        if node._no_hooks and not anomaly and (captures is None or node not in captures):
+        if node._no_hooks and (plain or not anomaly and node not in captures):
             if grads is None:
                 outs = (None,) * len(node._edges)
             else:
                 outs = node._run(grads)
-                if not keep_graph and node._saved:
+                if release and node._saved:
                     node._release()
         else:
             outs = _evaluate_slowly(node, grads, anomaly, captures, captured, accumulate,
@@ -299,8 +301,13 @@ def _execute(ready, buffers, deps, needed, tiebreak, captures, captured, accumul
             got = buffers.pop(child, None)
             if g is not None:
                 if got is None:
-                    got = [None] * child._num_outputs
-                got[nr] = g if got[nr] is None else got[nr] + g
+                    if child._num_outputs == 1:
+                        got = [g]
+                    else:
+                        got = [None] * child._num_outputs
+                        got[nr] = g
+                else:
+                    got[nr] = g if got[nr] is None else got[nr] + g
             if node is None and not ready:
                 node, grads = child, got  # the only ready node: it runs next
                 continue

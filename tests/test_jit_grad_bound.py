@@ -32,10 +32,11 @@ def test_batched_products_equal_numpy(a_shape, b_shape):
 
 @pytest.mark.parametrize("transposed", [False, True])
 def test_side_by_side_batch_is_one_product(transposed):
-    """x @ (kernel-made q[k]) and x^T @ (kernel-made w[k]): rows of 40 doubles are laid
-    out side by side, one gemm; the kernels reading the result read it strided."""
-    x, q = RNG.standard_normal((300, 40)), RNG.standard_normal((4, 40, 40))
-    w = RNG.standard_normal((4, 300, 40))
+    """x @ (kernel-made q[k]) and x^T @ (kernel-made w[k]): rows of 80 doubles are laid
+    out side by side, one gemm; the kernels reading the result read it strided. (An
+    80 x 80 result is too big for a row product.)"""
+    x, q = RNG.standard_normal((300, 80)), RNG.standard_normal((4, 80, 80))
+    w = RNG.standard_normal((4, 300, 80))
     if transposed:
         f = ak.jit(lambda x, w: (x.transpose(0, 1) @ (w * 2.0)).tanh())
         args, want = (x, w), np.tanh(x.T @ (w * 2.0))
@@ -45,7 +46,7 @@ def test_side_by_side_batch_is_one_product(transposed):
     tensors = [ak.tensor(a) for a in args]
     compiled = f.compile(*tensors)
     call, = _gemm_calls(compiled)
-    assert call.b.strides == (40, 160, 1) and call.out.strides == (40, 160, 1)
+    assert call.b.strides == (80, 320, 1) and call.out.strides == (80, 320, 1)
     for _ in range(2):  # the second call reuses the buffers
         np.testing.assert_allclose(f(*tensors).numpy(), want, rtol=1e-12, atol=1e-12)
 

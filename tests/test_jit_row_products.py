@@ -21,6 +21,7 @@ def _calls(compiled, kind):
     ((4, 300, 3), (4, 300, 20)),     # A batched too
     ((2, 3, 200, 5), (2, 3, 200, 7)),  # two batch dims
     ((129, 1), (3, 129, 33)),        # M = 1; rows of 33 (a vector and one element)
+    ((300, 64), (2, 300, 64)),       # the largest C: 64 x 64, in tiles
 ])
 def test_values_equal_numpy(a_shape, b_shape):
     """x^T @ (c * u * 2): K (the 300) spans several blocks of rows, the last one short."""
@@ -67,7 +68,7 @@ def test_b_read_elsewhere_or_a_big_result_stays_blas():
     both = ak.jit(lambda x, u: (x.transpose(0, 1) @ (u * 2.0), u * 2.0), compile="eager")
     assert _calls(both.compile(*tensors), program.MatmulCall)
     assert not _calls(both.compile(*tensors), RowProductCall)
-    big = [ak.tensor(RNG.standard_normal((300, 40))), ak.tensor(RNG.standard_normal((300, 40)))]
+    big = [ak.tensor(RNG.standard_normal((300, 80))), ak.tensor(RNG.standard_normal((300, 80)))]
     wide = ak.jit(lambda x, u: x.transpose(0, 1) @ (u * 2.0), compile="eager")
     assert not _calls(wide.compile(*big), RowProductCall)
     np.testing.assert_allclose(both(*tensors)[0].numpy(), x.T @ (u * 2.0), rtol=1e-12)

@@ -1,7 +1,7 @@
 """Eager autograd overhead: a chain of 100 elementwise ops on 10-element float64 tensors,
-in microseconds per op, forward alone (recording the tape) and forward+backward; adkit
-beside PyTorch eager and HIPS autograd (when installed) in one process, and plain numpy
-(forward only, no AD) as the floor.
+in microseconds per op, forward alone (recording the tape), forward+backward, and the
+same forward on tensors that require no grad (no tape); adkit beside PyTorch eager and
+HIPS autograd (when installed) in one process, and plain numpy (no AD) as the floor.
 
     python benchmarks/eager_overhead.py [--rounds 15] [--repeats 40]
 
@@ -34,10 +34,14 @@ def chain_ops(y, w, sin):
 
 
 N_OPS = 4 * N_BLOCKS + 1
+# what each framework's step functions measure, in the order they come (None: not
+# measured): recording the tape, forward+backward, forward on tensors needing no grad
+KINDS = ("forward", "both", "plain")
 
 
 def steps_adkit(x0, w0):
-    """(forward, forward+backward) step functions, and the gradient they compute."""
+    """The step functions (forward, forward+backward, forward without grad: KINDS), and
+    the gradient they compute."""
     import adkit as ak
     w = ak.tensor(w0)
 
@@ -48,7 +52,10 @@ def steps_adkit(x0, w0):
         x = ak.tensor(x0, requires_grad=True)
         chain_ops(x, w, ak.sin).backward()
         return x.grad
-    return forward, both, np.asarray(both())
+
+    def plain():
+        return chain_ops(ak.tensor(x0), w, ak.sin)
+    return forward, both, plain, np.asarray(both())
 
 
 def steps_torch(x0, w0):
@@ -63,7 +70,10 @@ def steps_torch(x0, w0):
         x = torch.tensor(x0, requires_grad=True)
         chain_ops(x, w, torch.sin).backward()
         return x.grad
-    return forward, both, both().numpy()
+
+    def plain():
+        return chain_ops(torch.tensor(x0), w, torch.sin)
+    return forward, both, plain, both().numpy()
 
 
 def steps_hips(x0, w0):
@@ -79,13 +89,13 @@ def steps_hips(x0, w0):
 
     def both():
         return grad_fn(x0)
-    return forward, both, both()
+    return forward, both, None, both()
 
 
 def steps_numpy(x0, w0):
     def forward():
         return chain_ops(x0.copy(), w0, np.sin)
-    return forward, None, None
+    return forward, None, forward, None
 
 
 FRAMEWORKS = {"adkit": steps_adkit, "torch": steps_torch, "hips-autograd": steps_hips,
@@ -102,19 +112,19 @@ def _median_us_per_op(step, repeats):
 
 
 def run_rounds(steps, rounds, repeats):
-    """{framework: {"forward": [us/op per round], "both": [...]}}, the frameworks and
-    the two measurements taking turns within every round."""
-    times = {name: {"forward": [], "both": []} for name in steps}
-    for fwd, both in steps.values():  # warm up: caches, lazy imports, allocator
+    """{framework: {"forward": [us/op per round], "both": [...], "plain": [...]}}, the
+    frameworks and the measurements taking turns within every round."""
+    times = {name: {kind: [] for kind in KINDS} for name in steps}
+    for fns in steps.values():  # warm up: caches, lazy imports, allocator
         for _ in range(20):
-            fwd()
-            if both is not None:
-                both()
+            for fn in fns:
+                if fn is not None:
+                    fn()
     for _ in range(rounds):
-        for name, (fwd, both) in steps.items():
-            times[name]["forward"].append(_median_us_per_op(fwd, repeats))
-            if both is not None:
-                times[name]["both"].append(_median_us_per_op(both, repeats))
+        for name, fns in steps.items():
+            for kind, fn in zip(KINDS, fns, strict=True):
+                if fn is not None:
+                    times[name][kind].append(_median_us_per_op(fn, repeats))
     return times
 
 
@@ -151,25 +161,25 @@ def main(argv=None):
     steps, grads = {}, {}
     for name, make in FRAMEWORKS.items():
         try:
-            fwd, both, grads[name] = make(x0, w0)
+            *fns, grads[name] = make(x0, w0)  # (forward, both, plain) as in KINDS
         except ImportError:
             print(f"{name}: not installed, skipped")
             continue
-        steps[name] = (fwd, both)
+        steps[name] = fns
     ref = grads.get("torch")
     if ref is None:
         ref = grads.get("hips-autograd")
     if ref is not None:  # the timings only count if everyone computed the same gradient
         np.testing.assert_allclose(grads["adkit"], ref, rtol=1e-10)
     times = run_rounds(steps, args.rounds, args.repeats)
-    base = times.get("torch", {"forward": None, "both": None})
+    base = times.get("torch", dict.fromkeys(KINDS))
     print(f"chain of {N_OPS} ops on {N_ELEMENTS}-element float64 tensors; us/op = median "
           f"over {args.rounds} rounds (each the median of {args.repeats} calls); ratio to "
           "torch = median [range] of the per-round ratios")
-    print(f"{'framework':<16}{'forward us/op, vs torch':>36}{'fwd+bwd us/op, vs torch':>36}")
+    print(f"{'framework':<16}{'forward us/op, vs torch':>36}{'fwd+bwd us/op, vs torch':>36}"
+          f"{'no grad us/op, vs torch':>36}")
     for name, t in times.items():
-        print(f"{name:<16}{_cell(t['forward'], base['forward'])}"
-              f"{_cell(t['both'], base['both'])}")
+        print(f"{name:<16}" + "".join(_cell(t[kind], base[kind]) for kind in KINDS))
     print(f"adkit's tape: {tape_blocks_per_op(steps['adkit'][0]):.1f} Python memory blocks "
           "per op")
     return times

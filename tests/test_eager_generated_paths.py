@@ -241,3 +241,17 @@ def test_function_entries_bind_and_refuse_as_apply_does():
         ak.mul(x, x, x)
     graph = ak.trace(lambda t: ak.exp(ak.add(t, 1.0)), ak.tensor([1.0, 2.0]))
     assert "exp" in str(graph) and "add" in str(graph)
+
+
+def test_output_metadata_is_the_output_s_even_after_data_was_replaced():
+    """y.data = ... keeps y's node (whose metadata says y's old shape): a node recorded
+    from y afterwards describes its own output, as PyTorch's does."""
+    x = ak.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x * 2.0
+    y.data = ak.ones((2, 2), dtype=ak.float64)
+    z = y.sin()
+    assert z.grad_fn._output_meta == (((2, 2), np.dtype(np.float64)),)
+    with pytest.raises(RuntimeError, match=r"SinBackward0 returned an invalid gradient at "
+                                           r"index 0 - got \[2, 2\] but expected shape "
+                                           r"compatible with \[3\]"):
+        z.sum().backward()

@@ -18,7 +18,7 @@ from .._pytree import tree_unflatten
 from ..control import batch_accumulations, hoist_invariants, merge_residual_scans
 from ..ir import evaluate, passes
 from ..tensor import _make
-from . import buffers, compiled_view, pickling, plan, runtime, steps
+from . import buffers, compiled_view, pickling, plan, program, runtime, steps
 
 # results smaller than this are fresh arrays per call; larger ones are recycled (fresh
 # large arrays cost page faults, small ones come from malloc's pool)
@@ -28,6 +28,8 @@ _RECYCLE_BYTES = 1 << 17
 _TOUCH_BYTES = 1 << 23
 _PAGE_BYTES = 4096
 _TOUCH_PIECE = 1 << 22  # what either thread touches at a time (_touched_meanwhile)
+# plans with this many kernels or more compile them in modules of their own, on threads
+_SPLIT_KERNELS = 4
 # calls of jitted functions inlined first (one program to optimize); loops: one forward
 # scan where a gradient traced two (before any pass rebuilds plans); sums of slice
 # scatters become Assembles before decompose turns the rest into elementwise selects;
@@ -60,17 +62,9 @@ class Compiled:
         # the first call's blocks, touched while the code is made
         self._first_blocks = _touched_meanwhile(self._block_sizes) \
             if sum(self._block_sizes) >= _TOUCH_BYTES else None
-        module = llvm_ir.Module(name="adkit_jit")
-        module.triple = runtime.target_machine().triple
-        _, vector_bytes = runtime.host_vector_isa()
-        for step in self.steps:
-            step.emit(module, vector_bytes)
+        native = self._emit_and_compile(name, quick)
         self.segments = [step.name for step in planner.segments]
         self.segment_calls = [step.calls for step in planner.segments]  # NativeCalls
-        if module.functions and _config.dump_llvm():
-            _config.dump(f"{name} LLVM IR", str(module), "ll")
-        # a plan whose steps all run on numpy needs no native code
-        native = runtime.compile_module(module, quick) if module.functions else None
         self.n_slots = planner.n_slots
         self.input_slots = planner.input_slots
         self.consts = planner.consts
@@ -78,6 +72,35 @@ class Compiled:
         self.output_fetch = planner.output_fetch  # makes native outputs numpy values
         self._output_buffers = planner.output_buffers
         self._ready(native)
+
+    def _emit_and_compile(self, name, quick):
+        """The plan's native code (None: every step runs on numpy). With
+        _SPLIT_KERNELS kernels or more, they go to two modules of their own, each
+        compiled on a thread as soon as it is emitted, beside the Python emitting the
+        rest (runtime.Compiles; GMM's gradient at ADBench's large size: 40 kernels)."""
+        module = llvm_ir.Module(name="adkit_jit")
+        module.triple = runtime.target_machine().triple
+        _, vector_bytes = runtime.host_vector_isa()
+        compiles = runtime.Compiles(quick)
+        groups = 2 if len(self.kernels) >= _SPLIT_KERNELS else 0
+        token = program.KERNEL_MODULES.set(program.KernelModules(
+            self.kernels, module.triple, groups, lambda m: compiles.add(str(m))))
+        try:
+            for step in self.steps:
+                step.emit(module, vector_bytes)
+            program.KERNEL_MODULES.get().finish()
+        except BaseException:
+            compiles.wait()
+            raise
+        finally:
+            program.KERNEL_MODULES.reset(token)
+        if not module.functions:  # a plan whose steps all run on numpy
+            compiles.wait()
+            return None
+        text = str(module)
+        if _config.dump_llvm():
+            _config.dump(f"{name} LLVM IR", "\n".join([*compiles.texts, text]), "ll")
+        return compiles.finish(text)
 
     # what the disk cache of plans stores (plan_cache.py), besides the object code:
     # everything else a Compiled holds is made from these
@@ -124,7 +147,7 @@ class Compiled:
         and switch every step to it (any thread; calls running meanwhile finish on the
         quick code, which is kept). Returns self."""
         if not self.optimized:
-            native = runtime.compile_text(self.module.llvm_ir)
+            native = runtime.compile_texts(self.module.texts)
             self._replaced.append(self.module)
             self._link(native)
         return self

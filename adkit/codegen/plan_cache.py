@@ -33,8 +33,8 @@ from .. import _config
 from . import disk_cache, plan_codec, pool, runtime
 from .compiled import OPTIMIZE, Compiled
 
-FORMAT = "adkit-plan-1"
-_MAGIC = b"adkit-plan-1\n"
+FORMAT = "adkit-plan-2"
+_MAGIC = b"adkit-plan-2\n"
 _SUFFIX = ".plan"
 _ADKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # settings that say where the cache is or what is dumped, not what is compiled
@@ -99,35 +99,38 @@ def load(k):
     if data is None:
         return None
     try:
-        text, code, ir_text, blobs = _split(data)
-        entry = plan_codec.decode(text.decode(), blobs)
+        text, chunks = _split(data)
+        entry = plan_codec.decode(text.decode(), chunks)
         if entry.get("format") != FORMAT:
             return None
-        compiled = Compiled.restored(entry["state"],
-                                     lambda: _native(entry, bytes(code), ir_text))
+        n = entry["native"]
+        objects, texts = chunks[-2 * n:-n] if n else [], chunks[-n:] if n else []
+        compiled = Compiled.restored(entry["state"], lambda: _native(entry, objects, texts))
     except Exception:  # noqa: BLE001 -- any damage is a miss: the signature compiles
         return None
     compiled.plan_key = k
     return compiled
 
 
-def _native(entry, code, ir_text):
+def _native(entry, objects, texts):
     """The stored object code loaded, with what it calls loaded first."""
-    if not entry["native"]:
+    if not objects:
         return None
     runtime.mvec_available()
     if entry["blas"]:
         runtime.blas_library()
     if entry["pool"]:
         pool.ensure()  # registers the pool's entry point before the code is linked
-    return runtime.from_object_code(lambda: bytes(ir_text).decode(), code)
+    return runtime.from_object_code(lambda: [bytes(t).decode() for t in texts],
+                                    [bytes(o) for o in objects])
 
 
 def _split(data):
-    """(json bytes, object code, IR bytes, [array bytes]) of an entry's payload."""
+    """(json bytes, [the other chunks]) of an entry's payload: the arrays' bytes, then
+    each module's object code, then each module's IR."""
     view = memoryview(data)
     (count,) = struct.unpack_from("<Q", view, 0)
-    if not 3 <= count < 1 << 20:
+    if not 1 <= count < 1 << 20:
         raise ValueError("not a plan cache entry")
     lengths = struct.unpack_from(f"<{count}Q", view, 8)
     chunks, at = [], 8 * (count + 1)
@@ -136,7 +139,7 @@ def _split(data):
         at += n
     if at != len(view):
         raise ValueError("a plan cache entry of the wrong length")
-    return bytes(chunks[0]), chunks[1], chunks[2], chunks[3:]
+    return bytes(chunks[0]), chunks[1:]
 
 
 def store(k, compiled):
@@ -153,15 +156,16 @@ def write(k, compiled):
     if module is not None and (not module.optimized or
                                getattr(module, "object_code", None) is None):
         return
-    ir_text = module.llvm_ir if module is not None else ""
+    texts = module.texts if module is not None else []
     try:
         text, blobs = plan_codec.encode({
-            "format": FORMAT, "state": compiled.plan_state(), "native": module is not None,
-            "blas": "cblas_" in ir_text, "pool": pool.RUN_NAME in ir_text})
+            "format": FORMAT, "state": compiled.plan_state(), "native": len(texts),
+            "blas": any("cblas_" in t for t in texts),
+            "pool": any(pool.RUN_NAME in t for t in texts)})
     except plan_codec.NotData:
         return
-    chunks = [text.encode(), bytes(module.object_code) if module else b"",
-              ir_text.encode(), *blobs]
+    objects = module.object_code if module is not None else []
+    chunks = [text.encode(), *blobs, *map(bytes, objects), *(t.encode() for t in texts)]
     header = struct.pack(f"<{len(chunks) + 1}Q", len(chunks), *map(len, chunks))
     disk_cache.store(k, [header, *chunks], _SUFFIX, _MAGIC)
     compiled.plan_key = k

@@ -377,7 +377,7 @@ def _object_code():
     key = disk_cache.key(source, runtime.version_key() + ";adkit_pool;source")
     data = disk_cache.load(key)
     if data is None:
-        data = runtime.quick_object(str(build_module()), level=0)[1]
+        data = runtime.quick_object(str(build_module()), level=0)
         disk_cache.store(key, data)
     return data
 

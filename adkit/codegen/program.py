@@ -17,6 +17,7 @@ out of range: `may_fail` calls), at once the check's code: its place (from 1) in
 list `emit_segment` returns, the details stored in the segment's status buffer
 (`Entry.fail`); loop bodies pass the status pointer down and the code up.
 """
+import contextvars
 from collections import namedtuple
 
 import numpy as np
@@ -327,9 +328,70 @@ def _batch_offsets(b, index, batch, all_strides):
 
 
 def kernel_function(module, kernel, vector_bytes):
-    """The LLVM function of `kernel` in `module`, lowered the first time it is asked for."""
+    """The LLVM function of `kernel` in `module`, lowered the first time it is asked for
+    (into a module of its own, and declared in `module`, when KERNEL_MODULES says)."""
     fn = module.globals.get(kernel.name)
-    return fn if fn is not None else kernels.lower_kernel(kernel, module, vector_bytes)
+    if fn is not None:
+        return fn
+    elsewhere = KERNEL_MODULES.get()
+    if elsewhere is not None and kernel.name in elsewhere.group_of:
+        return elsewhere.lower(kernel, module, vector_bytes)
+    return kernels.lower_kernel(kernel, module, vector_bytes)
+
+
+# Set while a Compiled emits its code: the KernelModules its kernels go to (or None:
+# the entry's module)
+KERNEL_MODULES = contextvars.ContextVar("adkit_kernel_modules", default=None)
+
+
+class KernelModules:
+    """A plan's kernels lowered into `groups` modules of their own, of about equal
+    size (steps and outputs), in the order they are first asked for; `done(module)`
+    is called with each module once its last kernel is lowered (runtime.Compiles
+    compiles it on a thread while the rest is emitted), `finish()` for any left. The
+    entry's module declares them: symbols resolve across the modules linked into one
+    engine; every other function and global of a kernel module is internal (each
+    module has its own math helpers)."""
+
+    def __init__(self, plan_kernels, triple, groups, done):
+        weights = [1 + len(k.steps) + len(k.outputs) for k in plan_kernels]
+        share, total = sum(weights) / max(groups, 1), 0
+        self.group_of, self._left = {}, [0] * groups
+        for kernel, weight in zip(plan_kernels if groups else (), weights):
+            group = min(int(total // share), groups - 1)
+            self.group_of[kernel.name] = group
+            self._left[group] += 1
+            total += weight
+        self.modules = [ir.Module(name=f"adkit_kernels{g}") for g in range(groups)]
+        for m in self.modules:
+            m.triple = triple
+        self._done = done
+
+    def lower(self, kernel, module, vector_bytes):
+        """Lower `kernel` into its group's module; its declaration in `module`."""
+        group = self.group_of[kernel.name]
+        fn = kernels.lower_kernel(kernel, self.modules[group], vector_bytes)
+        self._left[group] -= 1
+        if self._left[group] == 0:
+            self._finish(group)
+        return ir.Function(module, fn.function_type, name=kernel.name)
+
+    def _finish(self, group):
+        m = self.modules[group]
+        self._left[group] = -1
+        for value in m.global_values:
+            defined = not value.is_declaration if isinstance(value, ir.Function) \
+                else getattr(value, "initializer", None) is not None
+            if defined and value.name not in self.group_of:
+                value.linkage = "internal"
+        if m.functions:
+            self._done(m)
+
+    def finish(self):
+        """Hand over the modules whose kernels were not all asked for."""
+        for group, left in enumerate(self._left):
+            if left >= 0:
+                self._finish(group)
 
 
 def emit_segment(module, name, calls, vector_bytes, status=None):

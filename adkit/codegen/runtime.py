@@ -177,48 +177,62 @@ def code_generation(quick=False):
     constants and spilled them. Without it, measured in one process against the same
     code: the tanh loop's forward step 0.84x, its gradient 0.91x; GMM, BA, LSTM and
     elementwise chains unchanged (within 3%). `quick` (quick_object): no loop strength
-    reduction either (a fifth of the code generation's time, for nothing measurable)."""
-    with _CODEGEN_LOCK:
-        llvm.set_option("", "-enable-misched=false")
-        if quick:
-            llvm.set_option("", "-disable-lsr")
-        try:
-            yield
-        finally:
-            llvm.set_option("", "-enable-misched=true")
-            if quick:
+    reduction either (a fifth of the code generation's time, for nothing measurable).
+    Compiles in one mode run side by side (threads: runtime.Compiles); one in the
+    other mode waits for them."""
+    with _CODEGEN:
+        _CODEGEN.wait_for(lambda: not _CODEGEN.users or _CODEGEN.quick == quick)
+        if not _CODEGEN.users:
+            llvm.set_option("", "-enable-misched=false")
+            llvm.set_option("", "-disable-lsr" if quick else "-disable-lsr=false")
+            _CODEGEN.quick = quick
+        _CODEGEN.users += 1
+    try:
+        yield
+    finally:
+        with _CODEGEN:
+            _CODEGEN.users -= 1
+            if not _CODEGEN.users:
+                llvm.set_option("", "-enable-misched=true")
                 llvm.set_option("", "-disable-lsr=false")
+                _CODEGEN.notify_all()
 
 
-_CODEGEN_LOCK = threading.Lock()
+# who is generating code now: how many, in which mode (code_generation)
+_CODEGEN = threading.Condition()
+_CODEGEN.users, _CODEGEN.quick = 0, False
 
 
 class NativeModule:
-    """A compiled module: its functions as ctypes callables, its LLVM IR and assembly;
-    `optimized` is False for quick_object's code."""
+    """Compiled modules linked together (one engine: their symbols resolve across
+    them): their functions as ctypes callables, their LLVM IR and assembly;
+    `optimized` is False for quick_object's code. `texts`: each module's IR (or a
+    function giving them: the plan cache reads them lazily)."""
 
-    def __init__(self, llvm_ir, engine, module):
-        self._llvm_ir = llvm_ir  # the text, or a function giving it (from_object_code)
+    def __init__(self, texts, engine, from_cache=True, optimized=True):
+        self._texts = texts
         self._engine = engine  # keeps the code alive
-        self._module = module
+        self.from_cache, self.optimized = from_cache, optimized
         self._asm = None
 
     @property
+    def texts(self):
+        if callable(self._texts):
+            self._texts = self._texts()
+        return self._texts
+
+    @property
     def llvm_ir(self):
-        if callable(self._llvm_ir):
-            self._llvm_ir = self._llvm_ir()
-        return self._llvm_ir
+        return "\n".join(self.texts)
 
     @property
     def asm(self):
+        """The assembly, made again from the IR as it was compiled (no LLVM module is
+        kept: each lives in an LLVM context of its own, disposed after its compile)."""
         if self._asm is None:
-            with code_generation():
-                self._asm = target_machine().emit_assembly(self._module)
+            self._asm = "\n".join(_object_code(text, not self.optimized, assembly=True)
+                                  for text in self.texts)
         return self._asm
-
-    @property
-    def from_cache(self):
-        return self._module is None
 
     def function(self, name, restype, *argtypes):
         address = self._engine.get_function_address(name)
@@ -231,45 +245,108 @@ def compile_module(ir_module, quick=False):
     """Verify, optimize and JIT-compile an llvmlite.ir.Module, through the on-disk
     cache of object code (see disk_cache.py) when it is enabled. `quick`: when the
     cache has no optimized code for it, compile with quick_object (not cached) and
-    leave the NativeModule's `optimized` False; `compile_text(native.llvm_ir)` makes the
+    leave the NativeModule's `optimized` False; `compile_texts(native.texts)` makes the
     optimized one later."""
-    return compile_text(str(ir_module), quick)
+    return compile_texts([str(ir_module)], quick)
 
 
 def compile_text(text, quick=False):
     """compile_module of a module's LLVM IR text."""
-    _initialized()
-    mvec_available()
-    if "cblas_" in text:  # loading OpenBLAS costs a process's first compile ~15 ms
-        blas_library()
-    key = disk_cache.key(text, version_key())
-    cached = disk_cache.load(key)
-    if cached is not None:
+    return compile_texts([text], quick)
+
+
+def compile_texts(texts, quick=False):
+    """compile_module of several modules' IR, linked into one NativeModule (compiled
+    one after another: Compiles runs them on threads)."""
+    compiles = Compiles(quick, threads=False)
+    for text in texts[:-1]:
+        compiles.add(text)
+    return compiles.finish(texts[-1])
+
+
+class Compiles:
+    """Modules compiled as their IR comes (`add`: on a thread of its own, LLVM runs
+    without the GIL, beside the Python making the next module), then linked with the
+    last one (`finish`, compiled in the caller's thread) into one NativeModule. A
+    module the disk cache has is loaded, not compiled; with `quick`, the others are
+    compiled by quick_object (and not cached), else at O3 (and cached)."""
+
+    def __init__(self, quick=False, threads=True):
+        self.quick, self.threads = quick, threads
+        self.texts, self._results, self._running = [], {}, []
+        _initialized()
+        mvec_available()
+
+    def add(self, text):
+        index = len(self.texts)
+        self.texts.append(text)
+        if not self.threads:
+            self._results[index] = self._object(text)
+            return
+        worker = threading.Thread(target=self._compile_into, args=(index, text),
+                                  name="adkit-llvm", daemon=True)
+        worker.start()
+        self._running.append(worker)
+
+    def _compile_into(self, index, text):
         try:
-            return from_object_code(text, cached)
+            self._results[index] = self._object(text)
+        except BaseException as e:  # noqa: BLE001 -- finish() raises it in the caller
+            self._results[index] = e
+
+    def _object(self, text, use_cache=True):
+        """(object code, whether the disk cache had it, optimized) of one module's IR."""
+        if "cblas_" in text:  # loading OpenBLAS costs a process's first compile ~15 ms
+            blas_library()
+        key = disk_cache.key(text, version_key())
+        cached = disk_cache.load(key) if use_cache else None
+        if cached is not None:
+            return cached, True, True
+        data = quick_object(text) if self.quick else optimized_object(text)
+        if not self.quick:
+            disk_cache.store(key, data)
+        return data, False, not self.quick
+
+    def wait(self):
+        """Join the threads (also when the caller gives up: none may outlive it)."""
+        for worker in self._running:
+            worker.join()
+        self._running = []
+
+    def finish(self, text):
+        """The NativeModule of every module added and of `text`."""
+        try:
+            self._results[len(self.texts)] = self._object(text)
+            self.texts.append(text)
+        finally:
+            self.wait()
+        results = [self._results[i] for i in range(len(self.texts))]
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        try:
+            return _linked(self.texts, results)
         except RuntimeError:  # a damaged cache file: compile again (and overwrite it)
-            pass
-    if quick:
-        module, data = quick_object(text)
-    else:
-        module, data = optimized_object(text)
-        disk_cache.store(key, data)
-    native = from_object_code(text, data)
-    native._module, native._asm, native.optimized = module, None, not quick
+            if not any(cached for _, cached, _ in results):
+                raise
+            return _linked(self.texts, [self._object(t, use_cache=False)
+                                        for t in self.texts])
+
+
+def _linked(texts, results):
+    native = from_object_code(texts, [data for data, _, _ in results])
+    native.from_cache = all(cached for _, cached, _ in results)
+    native.optimized = all(optimized for _, _, optimized in results)
     return native
 
 
 def optimized_object(text):
-    """(module, object code) of LLVM IR text: verified, O3, code generation at O3."""
-    module = llvm.parse_assembly(text)
-    module.verify()
-    optimize(module)
-    with code_generation():
-        return module, target_machine().emit_object(module)
+    """The object code of LLVM IR text: verified, O3, code generation at O3."""
+    return _object_code(text, quick=False)
 
 
 def quick_object(text, level=1):
-    """(module, object code) of LLVM IR text compiled 5-7x faster than at O3, for code
+    """The object code of LLVM IR text compiled 5-7x faster than at O3, for code
     that runs while the optimized code is made: accumulators out of memory into
     registers (SROA), instructions combined, branches simplified, then code generation
     at opt level 1 without loop strength reduction. Our kernels come vectorized, so
@@ -278,40 +355,64 @@ def quick_object(text, level=1):
     opt level 0 compiled 2x faster still, but its register allocator kept loop values
     on the stack: GMM's gradient ran 2.5-3x slower (`level` 0 is for code whose speed
     does not matter)."""
-    module = llvm.parse_assembly(text)
-    module.verify()
-    machine = quick_target_machine(level)
-    builder = llvm.create_pass_builder(machine, llvm.create_pipeline_tuning_options())
-    passes = llvm.create_new_module_pass_manager()
-    passes.add_sroa_pass()
-    passes.add_instruction_combine_pass()
-    passes.add_simplify_cfg_pass()
-    passes.run(module, builder)
-    with code_generation(quick=True):
-        return module, machine.emit_object(module)
+    return _object_code(text, quick=True, level=level)
 
 
-@functools.lru_cache(maxsize=None)
-def quick_target_machine(level):
-    """A target machine at opt level `level`, for quick_object."""
-    return new_target_machine(opt=level)
+def _object_code(text, quick, level=1, assembly=False):
+    """Object code (or assembly) of IR text, in an LLVM context of its own (a context
+    is not thread safe, and compiles run on threads), disposed before this returns
+    (a context and its modules left to the garbage collector may be freed in either
+    order, and a module freed after its context crashes)."""
+    context = llvm.create_context()
+    module = llvm.parse_assembly(text, context=context)
+    try:
+        module.verify()
+        machine = thread_target_machine(level if quick else 3)
+        if quick:
+            builder = llvm.create_pass_builder(machine,
+                                               llvm.create_pipeline_tuning_options())
+            passes = llvm.create_new_module_pass_manager()
+            passes.add_sroa_pass()
+            passes.add_instruction_combine_pass()
+            passes.add_simplify_cfg_pass()
+            passes.run(module, builder)
+            del passes, builder  # before anything they point to
+        else:
+            optimize(module, machine)
+        with code_generation(quick):
+            return machine.emit_assembly(module) if assembly else machine.emit_object(module)
+    finally:
+        module.close()
+        context.close()
 
 
-def from_object_code(text, data):
+def thread_target_machine(level):
+    """This thread's target machine at opt level `level` (compiles run on threads: a
+    target machine is not shared between them)."""
+    machines = _THREAD_MACHINES.__dict__.setdefault("by_level", {})
+    if level not in machines:
+        machines[level] = new_target_machine(opt=level)
+    return machines[level]
+
+
+_THREAD_MACHINES = threading.local()
+
+
+def from_object_code(texts, objects):
     """A NativeModule of object code (no optimization or code generation): cached
-    code, or code just made. `text` is its LLVM IR (a str, or a function giving it
-    when first asked: the plan cache reads it lazily). `object_code` keeps the bytes
-    (the plan cache stores them). Code calling libmvec or OpenBLAS needs them loaded
-    first (compile_text does; plan_cache.py for the code it stores)."""
+    code, or code just made, one object per module. `texts`: each module's IR (or a
+    function giving them: the plan cache reads them lazily). `object_code` keeps the
+    objects (the plan cache stores them). Code calling libmvec, OpenBLAS or the
+    thread pool needs them loaded first (Compiles does; plan_cache.py for the code it
+    stores)."""
     _initialized()
     empty = llvm.parse_assembly("")
     engine = llvm.create_mcjit_compiler(empty, new_target_machine())
-    engine.add_object_file(llvm.ObjectFileRef.from_data(data))
+    for data in objects:
+        engine.add_object_file(llvm.ObjectFileRef.from_data(data))
     engine.finalize_object()
-    native = NativeModule(text, engine, None)
-    native._asm = "(loaded from the on-disk cache: no assembly listing)"
-    native.optimized = True  # only optimized code is cached
-    native.object_code = data
+    native = NativeModule(texts, engine)  # (only optimized code is cached)
+    native.object_code = list(objects)
     return native
 
 

@@ -195,23 +195,75 @@ def _same_gradients(fast, slow, g):
 
 @pytest.mark.parametrize("cls", WITH_RULE, ids=lambda c: c.__name__)
 @pytest.mark.parametrize("create_graph", [False, True])
-def test_generated_node_run_gives_the_family_backward_s_gradients(cls, create_graph):
-    """The node's generated _run (the engine's call) against BackwardCFunction._run
-    (the family's backward through saved_tensors), for every operand kind, with and
-    without grad mode (create_graph)."""
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", [(3,), ()])
+def test_generated_node_run_gives_the_family_backward_s_gradients(cls, create_graph, dtype,
+                                                                 shape):
+    """The node's generated _run (the engine's call; on arrays without create_graph
+    when the op declares array_rule) against BackwardCFunction._run (the family's
+    backward through saved_tensors, on tensors), for every operand kind, with and
+    without grad mode (create_graph): the same values, dtypes and warnings."""
     from adkit.autograd.function import BackwardCFunction
     arity = cls.eager_recipe().arity
-    kinds = _operand_kinds(np.float64, (3,), 0)
+    kinds = _operand_kinds(dtype, shape, 0)
     calls = [(x,) for x in kinds[1:3]] if arity == 1 else \
-        [(x, y) for x in kinds for y in _operand_kinds(np.float64, (3,), 1)
+        [(x, y) for x in kinds for y in _operand_kinds(dtype, shape, 1)
          if getattr(x, "requires_grad", False) or getattr(y, "requires_grad", False)]
-    g = ak.tensor(np.linspace(0.5, 1.5, 3), requires_grad=create_graph)
+    g = ak.tensor(np.linspace(0.5, 1.5, 3).astype(dtype).reshape(-1)[:int(np.prod(shape))]
+                  .reshape(shape), requires_grad=create_graph)
     for args in calls:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            node = cls.apply(*args).grad_fn
-            with ak.set_grad_enabled(create_graph):
-                _same_gradients(node._run([g]), BackwardCFunction._run(node, [g]), g)
+        node = cls.apply(*args).grad_fn
+        with ak.set_grad_enabled(create_graph):
+            fast, fast_warnings = _with_warnings(node._run, [g])
+            slow, slow_warnings = _with_warnings(BackwardCFunction._run, node, [g])
+        _same_gradients(fast, slow, g)
+        assert fast_warnings == slow_warnings
+
+
+def _with_warnings(fn, *args):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fn(*args)
+    return result, [(w.category, str(w.message)) for w in caught]
+
+
+WITH_ARRAY_RULE = [c for c in WITH_RULE if c.eager_recipe().array_rule is not None]
+
+
+def test_the_chain_s_ops_declare_array_rules():
+    assert {"Sin", "Mul", "Add", "Exp", "Tanh"} <= {c.__name__ for c in WITH_ARRAY_RULE}
+
+
+@pytest.mark.parametrize("cls", WITH_ARRAY_RULE, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.__name__)
+def test_array_rule_is_the_rule_on_arrays(cls, dtype):
+    """What an op declares as its rule on arrays gives its rule's values and dtypes, an
+    ndarray where the rule gives a tensor, and the same warnings, on ordinary and
+    special values (0, inf, nan, huge) and 0-d arrays."""
+    recipe = cls.eager_recipe()
+    values = np.array([0.3, -1.2, 0.0, np.inf, -np.inf, np.nan, 1e30, 60000.0])
+    with np.errstate(over="ignore"):
+        values = values.astype(dtype)
+    for arr in (values, np.array(0.7, dtype), np.array(np.inf, dtype)):
+        arrays = [arr, np.flip(arr).copy()] if arr.ndim else [arr, arr * 2]
+        operands = [(arrays[0] if recipe.saves_x else None,
+                     arrays[1] if recipe.saves_out else None)] if recipe.arity == 1 else \
+            [(arrays[0], arrays[1], None), (arrays[0], 2.5, None), (None, 3, None),
+             (1.5, arrays[1], None)]
+        for ops in operands:
+            tensors = [ak.tensor(o) if isinstance(o, np.ndarray) else o for o in ops]
+            got, got_warnings = _with_warnings(recipe.array_rule, *ops)
+            want, want_warnings = _with_warnings(recipe.rule, *tensors)
+            assert got_warnings == want_warnings
+            got = got if recipe.arity == 2 else (got,)
+            want = want if recipe.arity == 2 else (want,)
+            for a, t in zip(got, want):
+                if isinstance(t, ak.Tensor):
+                    assert type(a) is np.ndarray or isinstance(a, np.generic)
+                    assert np.asarray(a).dtype == t._data.dtype
+                    np.testing.assert_array_equal(np.asarray(a), t._data)
+                else:
+                    assert not isinstance(a, np.ndarray) and (a is t or a == t)
 
 
 def test_generated_node_run_keeps_the_general_errors_and_zeros():

@@ -19,7 +19,7 @@ from collections import namedtuple
 import numpy as np
 
 from .._dispatch import interpreters
-from ..tensor import CREATION, Tensor, _make
+from ..tensor import CREATION, Tensor
 from .anomaly_mode import STATE as ANOMALY
 from .grad_mode import STATE as GRAD
 from .node import (INFERENCE_SAVED_MESSAGE, NO_EDGE, NOT_TENSOR, SAVED_HOOKS, SEQUENCE,
@@ -37,8 +37,9 @@ from .node import (INFERENCE_SAVED_MESSAGE, NO_EDGE, NOT_TENSOR, SAVED_HOOKS, SE
 #       the output is saved too;
 #   rule: when the op's backward is its family's, the formula it reads:
 #       derivative(x, out) (backward: grad * derivative) for unary ops,
-#       partials(x, y, out) (backward: grad * each partial) for binary ops; else None.
-Recipe = namedtuple("Recipe", "arity ufunc saves saves_x saves_out keep rule")
+#       partials(x, y, out) (backward: grad * each partial) for binary ops; else None;
+#   array_rule: the same formula on ndarrays (see _fastrun.py), or None.
+Recipe = namedtuple("Recipe", "arity ufunc saves saves_x saves_out keep rule array_rule")
 
 # The entries made from one recipe: how the generated function is called, how it binds
 # the operands, and what it hands every call it does not take to.
@@ -61,7 +62,7 @@ _ENTRIES = {
                  "general({ops})"),
 }
 
-_FLOATS = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16))
+FLOATS = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16))
 
 
 def fast_entry(cls, recipe, kind, general):
@@ -76,12 +77,12 @@ def fast_entry(cls, recipe, kind, general):
         name=f"{cls.__name__}_{kind}", params=params, bind=bind, guard=guard, slow=slow,
         compute=_compute(recipe), hooks_check=_hooks_check(recipe),
         save=_save_lines(recipe))
-    namespace = dict(_GLOBALS, general=general, forward=cls.forward, ufunc=recipe.ufunc,
+    namespace = dict(GLOBALS, general=general, forward=cls.forward, ufunc=recipe.ufunc,
                      NODE=cls._backward_cls, KEEP=recipe.keep)
-    return _compiled(f"{cls.__name__}_{kind}", source, namespace)
+    return compiled(f"{cls.__name__}_{kind}", source, namespace)
 
 
-def _compiled(name, source, namespace):
+def compiled(name, source, namespace):
     """The function `name` that `source` defines, run in `namespace`. Its file is named
     inside adkit's directory (tracing's messages skip adkit's frames to name the user's
     line), and its source kept in linecache for tracebacks."""
@@ -112,8 +113,8 @@ def _inference_saved():
         raise RuntimeError(INFERENCE_SAVED_MESSAGE)
 
 
-_GLOBALS = {
-    "Tensor": Tensor, "ndarray": np.ndarray, "asarray": np.asarray, "FLOATS": _FLOATS,
+GLOBALS = {
+    "Tensor": Tensor, "ndarray": np.ndarray, "asarray": np.asarray, "FLOATS": FLOATS,
     "new": object.__new__, "CREATION": CREATION, "GRAD": GRAD, "ANOMALY": ANOMALY,
     "SAVED_HOOKS": SAVED_HOOKS, "SEQUENCE": SEQUENCE, "NO_EDGE": NO_EDGE,
     "NOT_TENSOR": NOT_TENSOR, "grad_accumulator": grad_accumulator,
@@ -281,92 +282,3 @@ _BINARY_SAVE = """    if xd is x or yd is y:
 def _indent(lines):
     return "".join("    " + line + "\n" for line in lines.splitlines())
 
-
-# ---------------------------------------------------------------- backward
-def fast_node_run(cls, recipe):
-    """The generated `_run` of cls's node (what the engine calls), for an op whose
-    backward is its family's (recipe.rule): BackwardCFunction._run, the family's
-    backward, saved_tensors and _scale inlined. Gradients that are None (materialized as
-    zeros), freed or hook-packed saved values, and version mismatches (the error) take
-    the general `_run`."""
-    node_cls = cls._backward_cls
-    unpack = "".join(_unpack_lines(name, i, recipe) for i, name in enumerate(
-        ("x", "out") if recipe.arity == 1 else ("x", "y", "out")))
-    if unpack:
-        unpack = "    saved = self._saved\n    if saved:\n" + unpack
-    if recipe.arity == 1:
-        source = _UNARY_RUN.format(unpack=unpack)
-    else:
-        source = _BINARY_RUN.format(unpack=unpack, scale_x=_scale_lines("x", "dx"),
-                                    scale_y=_scale_lines("y", "dy"))
-    name = f"{node_cls.__name__}_run"
-    namespace = dict(_GLOBALS, general=node_cls._run, rule=recipe.rule,
-                     make=_make, __name__=name)
-    return _compiled(name, source.replace("def _run", f"def {name}"), namespace)
-
-
-def _unpack_lines(name, i, recipe):
-    """Read saved value `name` (at position i of _saved) as unpack_saved does."""
-    if name == "out":
-        if not recipe.saves_out:
-            return ""
-        return _UNPACK_OUT.format(i=i)
-    if recipe.arity == 1 and not recipe.saves_x:
-        return ""
-    return _UNPACK_INPUT.format(name=name, i=i)
-
-
-_UNPACK_INPUT = """        p = saved[{i}]
-        if p is not None:
-            if len(p) != 2 or p[0]._version_counter[0] != p[1]:
-                return general(self, grads)
-            {name} = p[0]
-"""
-_UNPACK_OUT = """        p = saved[{i}]
-        if len(p) != 5 or p[1][0] != p[2]:
-            return general(self, grads)
-        out = make(p[0], self, p[3], True, p[1])
-        if "_fw" in p[4]:
-            out._fw = p[4]["_fw"]
-"""
-
-_UNARY_RUN = """
-def _run(self, grads):
-    g = grads[0]
-    if g is None or self._freed:
-        return general(self, grads)
-    x = out = None
-{unpack}    d = rule(x, out)
-    return (None if d is None else g * d,)
-"""
-
-_BINARY_RUN = """
-def _run(self, grads):
-    g = grads[0]
-    if g is None or self._freed:
-        return general(self, grads)
-    x, y = self.constants
-    out = None
-{unpack}    dx, dy = rule(x, y, out)
-    needs = self.needs_input_grad
-    gx = gy = None
-    if needs[0]:
-{scale_x}    if needs[1]:
-{scale_y}    return (gx, gy)
-"""
-
-
-def _scale_lines(name, d):
-    """g{name} = g * {d}, as the families' _scale: None for None (zero), no product for
-    the constants 1 and -1."""
-    return f"""        if isinstance({d}, Tensor):
-            g{name} = g * {d}
-        elif {d} is None:
-            pass
-        elif {d} == 1:
-            g{name} = g
-        elif {d} == -1:
-            g{name} = -g
-        else:
-            g{name} = g * {d}
-"""

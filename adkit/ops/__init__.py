@@ -12,7 +12,8 @@ import inspect
 import numpy as np
 
 from .._dispatch import interpreters
-from ..autograd._fastpath import fast_entry, fast_node_run
+from ..autograd._fastpath import fast_entry
+from ..autograd._fastrun import fast_node_run
 from ..autograd.function import plain_arity
 from ..tensor import Tensor, _make
 from . import (assemble, binary, comparison, conversion, extrema, indexing, inplace, join,

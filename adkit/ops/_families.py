@@ -89,6 +89,12 @@ class UnaryElementwise(ArrayFunction):
     # a new array of x's dtype), which the eager fast path calls directly; None: it
     # calls forward
     ufunc = None
+    # derivative(x, out) on ndarrays (x, out: float arrays of one dtype, None where not
+    # saved): the same values, through the same numpy ufuncs (so the same warnings);
+    # backward without create_graph computes with it on the tensors' arrays. None:
+    # derivative, on tensors. An operators-only derivative is its own: `array_rule =
+    # derivative`.
+    array_rule = None
 
     # linear when derivative(x, out) is a constant, else nonlinear
     curvature = _sparsity.CurvatureOfFormula("derivative", 1)
@@ -119,8 +125,9 @@ class UnaryElementwise(ArrayFunction):
         if not cls._plain_arrays or cls.setup_context is not UnaryElementwise.setup_context:
             return None
         rule = cls.derivative if _family_backward(cls, UnaryElementwise) else None
-        return Recipe(1, _declared_ufunc(cls), bool(cls.saves), cls._saves_x,
-                      cls._saves_out, None, rule)
+        return Recipe(1, _declared(cls, "forward", "ufunc"), bool(cls.saves), cls._saves_x,
+                      cls._saves_out, None, rule,
+                      rule and _declared(cls, "derivative", "array_rule"))
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -164,6 +171,10 @@ class BinaryElementwise(ArrayFunction):
     # Python numbers): forward(x, y) is then ufunc(x, y), a new array of that dtype
     # (see UnaryElementwise.ufunc)
     ufunc = None
+    # partials(x, y, out) on ndarrays (saved operands as float arrays of one dtype,
+    # Python numbers as they are, None where not saved), an ndarray wherever partials
+    # gives a tensor (see UnaryElementwise.array_rule)
+    array_rule = None
     ctx_defaults = {"constants": (None, None)}  # set only when an operand is a number
 
     # from partials(x, y, out): constants (add) linear, (y, x) (mul) bilinear
@@ -198,8 +209,9 @@ class BinaryElementwise(ArrayFunction):
                 cls.setup_context is not BinaryElementwise.setup_context:
             return None
         rule = cls.partials if _family_backward(cls, BinaryElementwise) else None
-        return Recipe(2, _declared_ufunc(cls), bool(cls.saves), None, cls._saves_out,
-                      cls._keep, rule)
+        return Recipe(2, _declared(cls, "forward", "ufunc"), bool(cls.saves), None,
+                      cls._saves_out, cls._keep, rule,
+                      rule and _declared(cls, "partials", "array_rule"))
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -257,12 +269,14 @@ class BinaryElementwise(ArrayFunction):
         return total.expand(out_shape) if total._data.shape != out_shape else total
 
 
-def _declared_ufunc(cls):
-    """`ufunc` of the class that defines cls's forward: a subclass that redefines
-    forward does not inherit its parent's."""
+def _declared(cls, method, attribute):
+    """`attribute` as declared by the class that defines cls's `method` (None if it
+    does not): a subclass that redefines forward does not inherit its parent's ufunc,
+    nor one that redefines its rule the parent's array_rule."""
     for klass in cls.__mro__:
-        if "forward" in vars(klass):
-            return vars(klass).get("ufunc")
+        if method in vars(klass):
+            value = vars(klass).get(attribute)
+            return value.__func__ if isinstance(value, staticmethod) else value
     return None
 
 

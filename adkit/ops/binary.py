@@ -42,6 +42,8 @@ class Add(BinaryElementwise):
     def partials(x, y, out):
         return 1, 1
 
+    array_rule = partials  # its partials read no tensor method: the same on arrays
+
 
 class Sub(BinaryElementwise):
     """z = x - y;  dz/dx = 1, dz/dy = -1."""
@@ -72,6 +74,8 @@ class Sub(BinaryElementwise):
     def partials(x, y, out):
         return 1, -1
 
+    array_rule = partials  # its partials read no tensor method: the same on arrays
+
 
 class Mul(BinaryElementwise):
     """z = x * y;  dz/dx = y, dz/dy = x."""
@@ -93,6 +97,8 @@ class Mul(BinaryElementwise):
     @staticmethod
     def partials(x, y, out):
         return y, x
+
+    array_rule = partials  # its partials read no tensor method: the same on arrays
 
 
 class Div(BinaryElementwise):

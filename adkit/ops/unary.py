@@ -96,6 +96,8 @@ class Expm1(UnaryElementwise):
     def derivative(x, out):
         return out + 1
 
+    array_rule = derivative  # operators only: the same on arrays
+
 
 class Sqrt(UnaryElementwise):
     """y = sqrt(x);  dy/dx = 1/(2y)."""
@@ -138,6 +140,8 @@ class Rsqrt(UnaryElementwise):
     def derivative(x, out):
         return out * out * out * -0.5
 
+    array_rule = derivative  # operators only: the same on arrays
+
 
 class Reciprocal(UnaryElementwise):
     """y = 1/x;  dy/dx = -y^2."""
@@ -157,6 +161,8 @@ class Reciprocal(UnaryElementwise):
     @staticmethod
     def derivative(x, out):
         return -(out * out)
+
+    array_rule = derivative  # operators only: the same on arrays
 
 
 class Abs(UnaryElementwise):
@@ -224,6 +230,11 @@ class Sin(UnaryElementwise):
     def derivative(x, out):
         return x.cos()
 
+    @staticmethod
+    def array_rule(x, out):
+        """derivative on arrays."""
+        return np.cos(x)
+
 
 class Cos(UnaryElementwise):
     """y = cos(x);  dy/dx = -sin(x)."""
@@ -244,6 +255,11 @@ class Cos(UnaryElementwise):
     @staticmethod
     def derivative(x, out):
         return -x.sin()
+
+    @staticmethod
+    def array_rule(x, out):
+        """derivative on arrays."""
+        return -np.sin(x)
 
 
 class Tan(UnaryElementwise):
@@ -266,6 +282,8 @@ class Tan(UnaryElementwise):
     def derivative(x, out):
         return out * out + 1
 
+    array_rule = derivative  # operators only: the same on arrays
+
 
 class Tanh(UnaryElementwise):
     """y = tanh(x);  dy/dx = 1 - y^2."""
@@ -286,6 +304,8 @@ class Tanh(UnaryElementwise):
     @staticmethod
     def derivative(x, out):
         return 1 - out * out
+
+    array_rule = derivative  # operators only: the same on arrays
 
 
 class Sinh(UnaryElementwise):
@@ -309,6 +329,11 @@ class Sinh(UnaryElementwise):
     def derivative(x, out):
         return x.cosh()
 
+    @staticmethod
+    def array_rule(x, out):
+        """derivative on arrays."""
+        return np.cosh(x)
+
 
 class Cosh(UnaryElementwise):
     """y = cosh(x);  dy/dx = sinh(x)."""
@@ -330,6 +355,11 @@ class Cosh(UnaryElementwise):
     @staticmethod
     def derivative(x, out):
         return x.sinh()
+
+    @staticmethod
+    def array_rule(x, out):
+        """derivative on arrays."""
+        return np.sinh(x)
 
 
 class Asin(UnaryElementwise):
@@ -419,6 +449,8 @@ class Sigmoid(UnaryElementwise):
     @staticmethod
     def derivative(x, out):
         return out * (1 - out)
+
+    array_rule = derivative  # operators only: the same on arrays
 
 
 class Relu(UnaryElementwise):
@@ -536,3 +568,5 @@ class Exp(UnaryElementwise):
     @staticmethod
     def derivative(x, out):
         return out
+
+    array_rule = derivative  # operators only: the same on arrays

@@ -57,8 +57,8 @@ _ENTRIES = {
     # ak.sin(x), ak.mul(x, y): general is cls.apply, which also words the errors of
     # calls missing an operand
     "function": ("{missing_defaults}, *args, **kwargs", "",
-                 "if {any_missing} or args or kwargs or interpreters():\n"
-                 "        return general(*given(({ops}), args), **kwargs)",
+                 ("if {any_missing} or args or kwargs or interpreters():\n"
+                  "        return general(*given(({ops}), args), **kwargs)"),
                  "general({ops})"),
 }
 

@@ -7,7 +7,8 @@ float operands, what its setup_context saves) into Python source, compiled once 
 class and entry kind (as namedtuple and dataclasses do), that does what the general
 path (`_eager.apply_unary`/`apply_binary` -> forward -> `_record_one` ->
 setup_context -> pack_saved) does, inlined. Every other call goes to that general path.
-Does not: decide which ops qualify (their family does: ops/_families.py), bind methods.
+Does not: decide which ops qualify (their family does: ops/_families.py), bind methods,
+run backward (the nodes' generated `_run`: _fastrun.py).
 NB: the hot path of eager mode (benchmarks/eager_overhead.py): each Python frame, and
 each read of a thread-local flag, costs a tenth of a microsecond or so; the generated
 code keeps both to what the call needs.
@@ -23,7 +24,7 @@ from ..tensor import CREATION, Tensor
 from .anomaly_mode import STATE as ANOMALY
 from .grad_mode import STATE as GRAD
 from .node import (INFERENCE_SAVED_MESSAGE, NO_EDGE, NOT_TENSOR, SAVED_HOOKS, SEQUENCE,
-                   grad_accumulator, pack_saved)
+                   grad_accumulator)
 
 # An op's description, as its family gives it (see ops/_families.py):
 #   arity: 1 or 2 (forward(x) or forward(x, y));
@@ -118,7 +119,7 @@ GLOBALS = {
     "new": object.__new__, "CREATION": CREATION, "GRAD": GRAD, "ANOMALY": ANOMALY,
     "SAVED_HOOKS": SAVED_HOOKS, "SEQUENCE": SEQUENCE, "NO_EDGE": NO_EDGE,
     "NOT_TENSOR": NOT_TENSOR, "grad_accumulator": grad_accumulator,
-    "pack_saved": pack_saved, "interpreters": interpreters,
+    "interpreters": interpreters,
     "inference_saved": _inference_saved, "MISSING": MISSING, "given": _given,
     # needs_input_grad of unary and binary nodes, shared: NEEDS2[x][y] == (x, y)
     "NEEDS1": ((False,), (True,)),

@@ -75,29 +75,32 @@ class Compiled:
 
     def _emit_and_compile(self, name, quick):
         """The plan's native code (None: every step runs on numpy). With
-        _SPLIT_KERNELS kernels or more, they go to two modules of their own, each
-        compiled on a thread as soon as it is emitted, beside the Python emitting the
-        rest (runtime.Compiles; GMM's gradient at ADBench's large size: 40 kernels)."""
+        _SPLIT_KERNELS kernels or more, they go to two modules of their own
+        (program.KernelModules): the entry's module is compiled on a thread while the
+        kernels are lowered, the first kernel module on another, the last in this
+        thread (LLVM runs without the GIL, beside the Python emitting the rest)."""
         module = llvm_ir.Module(name="adkit_jit")
         module.triple = runtime.target_machine().triple
         _, vector_bytes = runtime.host_vector_isa()
-        compiles = runtime.Compiles(quick)
         groups = 2 if len(self.kernels) >= _SPLIT_KERNELS else 0
-        token = program.KERNEL_MODULES.set(program.KernelModules(
-            self.kernels, module.triple, groups, lambda m: compiles.add(str(m))))
+        kernel_modules = program.KernelModules(self.kernels, module.triple, groups)
+        token = program.KERNEL_MODULES.set(kernel_modules)
         try:
             for step in self.steps:
                 step.emit(module, vector_bytes)
-            program.KERNEL_MODULES.get().finish()
-        except BaseException:
-            compiles.wait()
-            raise
         finally:
             program.KERNEL_MODULES.reset(token)
         if not module.functions:  # a plan whose steps all run on numpy
-            compiles.wait()
             return None
-        text = str(module)
+        compiles = runtime.Compiles(quick)
+        try:
+            text = str(module)
+            for kernels_text in kernel_modules.texts():
+                compiles.add(text)
+                text = kernels_text
+        except BaseException:
+            compiles.wait()
+            raise
         if _config.dump_llvm():
             _config.dump(f"{name} LLVM IR", "\n".join([*compiles.texts, text]), "ll")
         return compiles.finish(text)

@@ -344,54 +344,58 @@ def kernel_function(module, kernel, vector_bytes):
 KERNEL_MODULES = contextvars.ContextVar("adkit_kernel_modules", default=None)
 
 
-class KernelModules:
-    """A plan's kernels lowered into `groups` modules of their own, of about equal
-    size (steps and outputs), in the order they are first asked for; `done(module)`
-    is called with each module once its last kernel is lowered (runtime.Compiles
-    compiles it on a thread while the rest is emitted), `finish()` for any left. The
-    entry's module declares them: symbols resolve across the modules linked into one
-    engine; every other function and global of a kernel module is internal (each
-    module has its own math helpers)."""
+def kernel_abi(kernel):
+    """The type of a kernel's function: void (i64 start, i64 stop, a pointer per
+    input, a pointer per output), as kernels.lower_kernel makes it."""
+    return ir.FunctionType(ir.VoidType(),
+                           [I64, I64] + [PTR] * (len(kernel.strides) + len(kernel.outputs)))
 
-    def __init__(self, plan_kernels, triple, groups, done):
+
+class KernelModules:
+    """A plan's kernels lowered into `groups` modules of their own (of about equal
+    size: steps and outputs), after the entry's module: the entry declares each kernel
+    it calls (kernel_abi), so its IR is complete, and can be compiled on a thread,
+    before any kernel is lowered (the entry, which holds row products' loops and the
+    matmuls, is often the largest module). `texts()` lowers them, group by group,
+    each kernel's type checked against its declaration. Symbols resolve across the
+    modules linked into one engine; every other function and global of a kernel module
+    is internal (each module has its own math helpers)."""
+
+    def __init__(self, plan_kernels, triple, groups):
         weights = [1 + len(k.steps) + len(k.outputs) for k in plan_kernels]
         share, total = sum(weights) / max(groups, 1), 0
-        self.group_of, self._left = {}, [0] * groups
+        self.group_of = {}
         for kernel, weight in zip(plan_kernels if groups else (), weights):
-            group = min(int(total // share), groups - 1)
-            self.group_of[kernel.name] = group
-            self._left[group] += 1
+            self.group_of[kernel.name] = min(int(total // share), groups - 1)
             total += weight
-        self.modules = [ir.Module(name=f"adkit_kernels{g}") for g in range(groups)]
-        for m in self.modules:
-            m.triple = triple
-        self._done = done
+        self.groups, self.triple = groups, triple
+        self._asked = []  # (kernel, vector width, its declaration), as asked for
 
     def lower(self, kernel, module, vector_bytes):
-        """Lower `kernel` into its group's module; its declaration in `module`."""
-        group = self.group_of[kernel.name]
-        fn = kernels.lower_kernel(kernel, self.modules[group], vector_bytes)
-        self._left[group] -= 1
-        if self._left[group] == 0:
-            self._finish(group)
-        return ir.Function(module, fn.function_type, name=kernel.name)
+        """`kernel`'s declaration in `module` (lowered later, by texts())."""
+        declared = ir.Function(module, kernel_abi(kernel), name=kernel.name)
+        self._asked.append((kernel, vector_bytes, declared))
+        return declared
 
-    def _finish(self, group):
-        m = self.modules[group]
-        self._left[group] = -1
-        for value in m.global_values:
-            defined = not value.is_declaration if isinstance(value, ir.Function) \
-                else getattr(value, "initializer", None) is not None
-            if defined and value.name not in self.group_of:
-                value.linkage = "internal"
-        if m.functions:
-            self._done(m)
-
-    def finish(self):
-        """Hand over the modules whose kernels were not all asked for."""
-        for group, left in enumerate(self._left):
-            if left >= 0:
-                self._finish(group)
+    def texts(self):
+        """Each group's module IR, its kernels lowered as this is iterated."""
+        for group in range(self.groups):
+            m = ir.Module(name=f"adkit_kernels{group}")
+            m.triple = self.triple
+            for kernel, vector_bytes, declared in self._asked:
+                if self.group_of[kernel.name] != group:
+                    continue
+                fn = kernels.lower_kernel(kernel, m, vector_bytes)
+                if str(fn.function_type) != str(declared.function_type):
+                    raise RuntimeError(f"{kernel.name} was lowered as {fn.function_type}, "
+                                       f"declared as {declared.function_type}")
+            for value in m.global_values:
+                defined = not value.is_declaration if isinstance(value, ir.Function) \
+                    else getattr(value, "initializer", None) is not None
+                if defined and value.name not in self.group_of:
+                    value.linkage = "internal"
+            if m.functions:
+                yield str(m)
 
 
 def emit_segment(module, name, calls, vector_bytes, status=None):

@@ -6,6 +6,7 @@ import pytest
 
 import adkit as ak
 from adkit.codegen import program
+from adkit.codegen.folded_products import FoldedProductCall
 from adkit.codegen.row_products import RowProductCall
 
 RNG = np.random.default_rng(11)
@@ -89,3 +90,39 @@ def test_a_gaussian_mixture_gradient():
     assert _calls(jitted.compile(*args), RowProductCall)
     for got, want in zip(jitted(*args), grad(*args), strict=True):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-11, atol=1e-12)
+
+
+@pytest.mark.parametrize("batch, k, n, dtype", [
+    ((4,), 300, 10, np.float64),      # rows of 10 in pairs: 20 = 5 vectors of 4
+    ((5,), 300, 10, np.float64),      # a last group of one
+    ((2, 3), 200, 10, np.float64),    # two batch dims, flattened
+    ((7,), 250, 3, np.float64),       # groups of 4 (12 = 3 vectors of 4)
+    ((6,), 300, 6, np.float32),
+    ((25,), 10000, 10, np.float64),   # a GMM medium's: threads may split the batch
+])
+def test_folded_products_equal_numpy(batch, k, n, dtype):
+    """A shared by the batch, rows that fill their vectors poorly: groups of batch
+    elements side by side in one product (FoldedProductCall); the kernel's other
+    outputs (the sums over K) as without it."""
+    a = RNG.standard_normal((k, 7)).astype(dtype)
+    x = RNG.standard_normal((k, n)).astype(dtype)
+    c = RNG.standard_normal(batch + (k, 1)).astype(dtype)
+    f = ak.jit(lambda a, x, c: (a.transpose(0, 1) @ (c * x), (c * x).sum(-2)),
+               compile="eager")
+    tensors = [ak.tensor(v) for v in (a, x, c)]
+    assert _calls(f.compile(*tensors), FoldedProductCall)
+    tol = 1e-4 if dtype == np.float32 else 1e-11
+    for _ in range(2):  # the second call reuses the buffers
+        got, sums = f(*tensors)
+        np.testing.assert_allclose(got.numpy(), a.T @ (c * x), rtol=tol, atol=tol)
+        np.testing.assert_allclose(sums.numpy(), (c * x).sum(-2), rtol=tol, atol=tol)
+
+
+def test_rows_that_fill_their_vectors_do_not_fold():
+    """Rows of 8 float64s are two whole vectors of 4: nothing to gain."""
+    x, c = RNG.standard_normal((300, 8)), RNG.standard_normal((4, 300, 1))
+    f = ak.jit(lambda x, c: x.transpose(0, 1) @ (c * x), compile="eager")
+    calls = _calls(f.compile(ak.tensor(x), ak.tensor(c)), RowProductCall)
+    assert calls and not any(isinstance(call, FoldedProductCall) for call in calls)
+    np.testing.assert_allclose(f(ak.tensor(x), ak.tensor(c)).numpy(), x.T @ (c * x),
+                               rtol=1e-12)

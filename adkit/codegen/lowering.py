@@ -14,7 +14,7 @@ import numpy as np
 from ..ir import passes, printing, rules
 from ..ir.passes.fuse import contraction, reduction_dims, unit_view
 from ..ops._helpers import Fill
-from . import buffers, kernels, program, row_products, runtime
+from . import buffers, folded_products, kernels, program, row_products, runtime
 from .branches import switch_call
 from .buffers import Layout, broadcast_strides, contiguous_strides
 from .indexed import indexed
@@ -51,7 +51,8 @@ def fused_kernel(planner, n):
 def row_product_kernel(planner, n, products):
     """FusedKernel node n whose sub-graph holds row products (fuse.py: C = A @ B, B a
     member): the kernel of the rest, which writes B's rows into blocks instead of B,
-    and a RowProductCall multiplying each block into C."""
+    and a RowProductCall multiplying each block into C (a FoldedProductCall when the
+    batch shares A: folded_products.py)."""
     graph = planner.graph
     sub = graph.nx.nodes[n]["params"]["graph"]
     rest, roles = _without_products(sub, products)
@@ -59,18 +60,21 @@ def row_product_kernel(planner, n, products):
     kept = [i for i, role in enumerate(roles) if role is None]
     wanted = [planner.destination(n, i) for i in kept]
     vector_bytes = runtime.target_vector_bytes()
-    blocks, found = [], []
-    for m in products:
-        (_, a, _), (_, b, _) = sorted(sub.args_of(m))
-        spec = sub.specs_of(b)[0]
-        padded = row_products.padded_width(spec.shape[-1], spec.dtype.np, vector_bytes)
-        rows = row_products.block_rows(spec.shape[-2], padded, spec.dtype.np)
-        wanted.append(Layout(None, 0, tuple(spec.shape),
-                             (0,) * (len(spec.shape) - 2) + (padded, 1), spec.dtype.np))
-        blocks.append((rows, padded, spec.dtype.np))
-        found.append(ins[sub.nx.nodes[a]["index"]])
+    operands = [[u for _, u, _ in sorted(sub.args_of(m))] for m in products]  # A, B
+    b_specs = [sub.specs_of(b)[0] for _, b in operands]
+    found = [ins[sub.nx.nodes[a]["index"]] for a, _ in operands]
     if None in found:  # an A native code cannot read
         return None
+    group = _fold_group(b_specs, found, vector_bytes)
+    for spec in b_specs:
+        shape, dtype = tuple(spec.shape), spec.dtype.np
+        if group > 1:
+            strides = folded_products.batch_strides(shape[:-2], shape[-1]) + (
+                folded_products.fold_width(group, shape[-1], dtype, vector_bytes), 1)
+        else:
+            strides = (0,) * (len(shape) - 2) + (
+                row_products.padded_width(shape[-1], dtype, vector_bytes), 1)
+        wanted.append(Layout(None, 0, shape, strides, dtype))
     kernel, scales, ins, placed = kernel_of(rest, planner.kernel_name(), ins, wanted, rows=True)
     outs = [planner.place(n, i, wanted[j]) if j in placed else planner.result(n, i)
             for j, i in enumerate(kept)]
@@ -80,10 +84,36 @@ def row_product_kernel(planner, n, products):
     workers = planner.kernel_workers(kernel, fmas * row_products.NS_PER_FMA)
     if not row_products.splits_by_batch(kernel):
         workers = 1
-    per_worker = [[planner.scratch((rows, padded), dtype) for _ in range(workers)]
-                  for rows, padded, dtype in blocks]
-    return [row_products.RowProductCall(kernel, ins, outs + [None] * len(products), calls,
-                                        per_worker, workers, scales)]
+    args = (kernel, ins, outs + [None] * len(products), calls)
+    if group == 1:
+        blocks = [_blocks(planner, spec, spec.shape[-1], workers, vector_bytes)
+                  for spec in b_specs]
+        return [row_products.RowProductCall(*args, blocks, workers, scales)]
+    blocks = [_blocks(planner, spec, group * spec.shape[-1], workers, vector_bytes,
+                      kernel.outputs[c.out].strides[-2]) for spec, c in zip(b_specs, calls)]
+    sums = [[planner.scratch((c.c.shape[-2], group * c.c.shape[-1]), c.c.dtype)
+             for _ in range(workers)] for c in calls]
+    return [folded_products.FoldedProductCall(*args, blocks, sums, workers, group, scales)]
+
+
+def _fold_group(b_specs, a_layouts, vector_bytes):
+    """How many batch elements a row kernel's products fold (folded_products.py; 1:
+    none): only when every A is a matrix the batch shares, and every B the same width."""
+    batch = {int(np.prod(spec.shape[:-2])) for spec in b_specs}
+    widths = {(spec.shape[-1], spec.dtype.np) for spec in b_specs}
+    if len(batch) != 1 or len(widths) != 1 or any(len(a.shape) != 2 for a in a_layouts):
+        return 1
+    (n, dtype), = widths
+    return folded_products.group_size(batch.pop(), n, dtype, vector_bytes)
+
+
+def _blocks(planner, spec, used, workers, vector_bytes, stride=None):
+    """One block buffer per worker for B's rows: rows of `used` elements (rounded up
+    to whole vectors) `stride` apart (that rounded width by default)."""
+    dtype = spec.dtype.np
+    padded = row_products.padded_width(used, dtype, vector_bytes)
+    rows = row_products.block_rows(spec.shape[-2], padded, dtype)
+    return [planner.scratch((rows, stride or padded), dtype) for _ in range(workers)]
 
 
 def _without_products(sub, products):

@@ -85,9 +85,7 @@ class RowProductCall(program.NativeCall):
         for p in self.products:  # products are sums
             program._fill_layout(b, entry.pointer(p.c), p.c, 0.0)
         part = self._part_function(module, fn, entry.vector_bytes, len(ins), len(outs))
-        per_worker = [ins + outs + [entry.pointer(block[w]) for block in self.blocks] +
-                      [entry.pointer(p.a) for p in self.products] +
-                      [entry.pointer(p.c) for p in self.products]
+        per_worker = [ins + outs + self._worker_pointers(entry, w)
                       for w in range(self.workers)]
         bounds = np.linspace(0, self.batch, self.workers + 1).astype(np.int64).tolist()
         if self.workers == 1:
@@ -95,6 +93,12 @@ class RowProductCall(program.NativeCall):
         else:
             program._on_threads(b, module, part, bounds, lambda w: per_worker[w])
         program.scale_means(b, kernel.dtype, outs, self.outputs, self.scales)
+
+    def _worker_pointers(self, entry, w):
+        """Worker w's pointers after the kernel's: its blocks, then As and Cs."""
+        return [entry.pointer(block[w]) for block in self.blocks] + \
+            [entry.pointer(p.a) for p in self.products] + \
+            [entry.pointer(p.c) for p in self.products]
 
     def _part_function(self, module, kernel_fn, vector_bytes, n_in, n_out):
         """void part(i64 first, i64 stop, ins..., outs..., blocks..., As..., Cs...):
@@ -107,7 +111,8 @@ class RowProductCall(program.NativeCall):
         ins, outs = args[:n_in], args[n_in:n_in + n_out]
         blocks, a_ptrs, c_ptrs = (args[n_in + n_out + i * count:n_in + n_out + (i + 1) * count]
                                   for i in range(3))
-        products = [product_function(module, f"{self.kernel.name}_product{i}", p, vector_bytes)
+        products = [product_function(module, f"{self.kernel.name}_product{i}", p, vector_bytes,
+                                     self._padded(p))
                     for i, p in enumerate(self.products)]
         k = self.kernel.shape[-2]
 
@@ -157,9 +162,10 @@ def _offset(b, ptr, e, batch_shape, layout):
     return b.gep(ptr, [offset], source_etype=program._elem(layout.dtype))
 
 
-def product_function(module, name, product, vector_bytes):
+def product_function(module, name, product, vector_bytes, block_stride):
     """void product(ptr a, ptr block, ptr c, i64 rows): C += A[:, :rows] @ block, for
-    one batch element (a, c point at its matrices; block: rows of `padded` elements).
+    one batch element (a, c point at its matrices; block: rows `block_stride` elements
+    apart, at least C's width rounded up to whole vectors).
     C in blocks of IB rows by JB vectors, each block's sums in registers down the rows."""
     dtype = product.c.dtype
     elem = program._elem(dtype)
@@ -176,7 +182,7 @@ def product_function(module, name, product, vector_bytes):
         for j0 in range(0, vectors, jb):
             tile = [(i, j) for i in range(i0, min(m, i0 + ib))
                     for j in range(j0, min(vectors, j0 + jb))]
-            _sums(b, fn, product, tile, acc, i0, j0, lanes, n)
+            _sums(b, fn, product, tile, acc, (i0, j0), lanes, (n, block_stride))
     b.ret_void()
     return fn
 
@@ -187,14 +193,15 @@ def _even(count, most):
     return -(-count // -(-count // most))
 
 
-def _sums(b, fn, product, tile, acc, i0, j0, lanes, n):
-    """One block of C: loaded into the accumulators, the rows' products added, stored."""
+def _sums(b, fn, product, tile, acc, corner, lanes, widths):
+    """One block of C (its first row and vector at `corner`): loaded into the
+    accumulators, the rows' products added, stored. widths: C's, the block's rows'."""
     a, block, c, rows = fn.args
+    (i0, j0), (n, padded) = corner, widths
     elem, vec = acc[0][0].allocated_type.element, acc[0][0].allocated_type
     itemsize = np.dtype(product.c.dtype).itemsize
     a_row, a_col = product.a.strides[-2:]
     c_row = product.c.strides[-2]
-    padded = -(-n // lanes) * lanes
 
     def c_vector(i, j):
         address = b.gep(c, [ir.Constant(I64, i * c_row + j * lanes)], source_etype=elem)

@@ -10,7 +10,8 @@ hook, its output is float32/float64 with the same shape and dtype as the rest of
 group, and its tensor arguments have that dtype. A reduction (sum, mean, sum_to_size,
 prod, amax, amin) over any dims joins the group of what it reduces; a matmul with a
 short contracted dim (`contraction`) starts a group its consumers join. Groups never
-create a cycle.
+create a cycle. First, contract_first.py rewrites long contractions of row-scaled matmul
+results to read the matmul's narrow operand instead (what it leaves unread goes).
 
     before:  c = mul a b;  d = exp c;  e = sum[dim=1] d
     after:   e = fused_kernel[graph=<mul, exp, sum[dim=1]>] a b     (d is never stored)

@@ -18,7 +18,7 @@ from .._pytree import tree_unflatten
 from ..control import batch_accumulations, hoist_invariants, merge_residual_scans
 from ..ir import evaluate, passes
 from ..tensor import _make
-from . import buffers, compiled_view, pickling, plan, program, runtime, steps
+from . import buffers, compiled_view, pickling, plan, pool, program, runtime, steps
 
 # results smaller than this are fresh arrays per call; larger ones are recycled (fresh
 # large arrays cost page faults, small ones come from malloc's pool)
@@ -74,15 +74,15 @@ class Compiled:
         self._ready(native)
 
     def _emit_and_compile(self, name, quick):
-        """The plan's native code (None: every step runs on numpy). With
-        _SPLIT_KERNELS kernels or more, they go to two modules of their own
-        (program.KernelModules): the entry's module is compiled on a thread while the
-        kernels are lowered, the first kernel module on another, the last in this
-        thread (LLVM runs without the GIL, beside the Python emitting the rest)."""
+        """The plan's native code (None: every step runs on numpy). Its kernels may go
+        to modules of their own (kernel_module_groups, program.KernelModules): the
+        entry's module is then compiled on a thread while the kernels are lowered,
+        the first kernel module on another, the last in this thread (LLVM runs
+        without the GIL, beside the Python emitting the rest)."""
         module = llvm_ir.Module(name="adkit_jit")
         module.triple = runtime.target_machine().triple
         _, vector_bytes = runtime.host_vector_isa()
-        groups = 2 if len(self.kernels) >= _SPLIT_KERNELS else 0
+        groups = kernel_module_groups(len(self.kernels))
         kernel_modules = program.KernelModules(self.kernels, module.triple, groups)
         token = program.KERNEL_MODULES.set(kernel_modules)
         try:
@@ -302,6 +302,17 @@ class Compiled:
 
     def _structure(self, flat):
         return structure(self.graph, flat)
+
+
+def kernel_module_groups(n_kernels):
+    """How many modules of their own a plan's kernels are compiled in, on threads:
+    one per CPU beyond the caller's and the page-touching thread's (two at most),
+    from _SPLIT_KERNELS kernels on. None on a 2-CPU machine: measured on one (shared
+    with other work, 10 fresh processes each, in turns), GMM large's first call took
+    315 ms (median) in one module and 370 in three, 390-450 in two: the threads only
+    took CPU time from the caller's Python and the page touching."""
+    spare = pool.usable_cpus() - 2
+    return max(0, min(2, spare)) if n_kernels >= _SPLIT_KERNELS else 0
 
 
 def _touched_meanwhile(sizes):

@@ -123,7 +123,7 @@ class TracingInterpreter(_dispatch.Interpreter):
         edges = {pos: self.lift(t) for pos, t in tensors.items()}
         specs_in = {pos: self.graph.specs_of(u)[out] for pos, (u, out) in edges.items()}
         try:
-            inferred = rules.infer(cls, specs_in, params)
+            inferred = _inferred(cls, specs_in, params)
         except TracerValueError:
             raise
         except Exception as e:  # the user's call does not fit the op: say where it is
@@ -168,6 +168,53 @@ class TracingInterpreter(_dispatch.Interpreter):
         if self.graph.nx.nodes[t._node]["kind"] != "op":
             return False
         return not any(v._base is t for v in t.__dict__.get("_views", ()))
+
+
+# (op, input specs, params) -> its rules.Inference, for adkit's own out-of-place ops:
+# a gradient repeats a few (op, shapes) pairs many times, and inference (stand-in
+# arrays, the op's rule) was half of tracing's time per node
+_INFERRED = {}
+_INFERRED_MAX = 4096
+
+
+def _inferred(cls, specs_in, params):
+    """rules.infer, remembered for adkit's own ops that write nothing in place (their
+    shape rules depend on the specs and params alone), when the params are plain."""
+    key = None
+    if getattr(cls, "modifies", None) is None and \
+            getattr(cls, "__module__", "").startswith("adkit."):
+        try:
+            key = (cls, tuple(sorted(specs_in.items())), _plain(params))
+            hash(key)
+        except TypeError:  # an unhashable or unfamiliar param: inferred each time
+            key = None
+    if key is not None:
+        found = _INFERRED.get(key)
+        if found is not None:
+            return found
+    inferred = rules.infer(cls, specs_in, params)
+    if key is not None:
+        if len(_INFERRED) >= _INFERRED_MAX:
+            _INFERRED.clear()
+        _INFERRED[key] = inferred
+    return inferred
+
+
+_PLAIN_TYPES = (bool, int, float, str, type(None))
+
+
+def _plain(value):
+    """A hashable form of a param that keeps its type (2, 2.0 and True differ, and
+    so may a result's dtype); TypeError for anything but plain values, tuples of them
+    and dicts of them."""
+    t = type(value)
+    if t in _PLAIN_TYPES:
+        return t, value
+    if t is tuple or t is list:
+        return t, tuple(_plain(v) for v in value)
+    if t is dict:
+        return t, tuple((k, _plain(v)) for k, v in value.items())
+    raise TypeError(f"{t.__name__} is not a plain param")
 
 
 def _inference_error(cls, specs_in, error, source=None, purpose=None):

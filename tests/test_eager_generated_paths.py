@@ -155,7 +155,8 @@ def test_calls_the_fast_path_declines_still_work():
 
 def test_anomaly_mode_and_saved_tensor_hooks_take_the_general_path():
     x = ak.tensor([1.0, 2.0], requires_grad=True)
-    with ak.autograd.detect_anomaly():
+    with pytest.warns(UserWarning, match="Anomaly Detection has been enabled"), \
+            ak.autograd.detect_anomaly():
         y = x * x
     assert "traceback_" in y.grad_fn.metadata
     packed = []

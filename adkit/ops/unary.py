@@ -187,6 +187,11 @@ class Abs(UnaryElementwise):
     def derivative(x, out):
         return x.sign()
 
+    @staticmethod
+    def array_rule(x, out):
+        """derivative on arrays (Sign's forward: 0 at 0 and nan)."""
+        return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
+
 
 class Sign(UnaryElementwise):
     """y = sign(x) in {-1, 0, 1} (0 for nan, as PyTorch);  dy/dx = 0."""
@@ -472,6 +477,11 @@ class Relu(UnaryElementwise):
     @staticmethod
     def derivative(x, out):
         return (x > 0).to(x.dtype)
+
+    @staticmethod
+    def array_rule(x, out):
+        """derivative on arrays."""
+        return (x > 0).astype(x.dtype)
 
 
 class Softplus(ArrayFunction):

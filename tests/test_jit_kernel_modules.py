@@ -1,7 +1,7 @@
 """Kernels compiled in modules of their own, on threads (compiled.kernel_module_groups,
-program.KernelModules, runtime.Compiles): the same results as one module, in quick
-and optimized code, linked across modules in one engine. The split is off on 2-CPU
-machines; these tests turn it on."""
+kernel_modules.KernelModules, runtime.Compiles): the same results as one module, in
+quick and optimized code, linked across modules in one engine. The split is off on
+2-CPU machines; these tests turn it on."""
 import numpy as np
 import pytest
 

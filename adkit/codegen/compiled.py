@@ -18,7 +18,8 @@ from .._pytree import tree_unflatten
 from ..control import batch_accumulations, hoist_invariants, merge_residual_scans
 from ..ir import evaluate, passes
 from ..tensor import _make
-from . import buffers, compiled_view, pickling, plan, pool, program, runtime, steps
+from . import buffers, compiled_view, pickling, plan, pool, runtime, steps
+from . import kernel_modules
 
 # results smaller than this are fresh arrays per call; larger ones are recycled (fresh
 # large arrays cost page faults, small ones come from malloc's pool)
@@ -75,7 +76,7 @@ class Compiled:
 
     def _emit_and_compile(self, name, quick):
         """The plan's native code (None: every step runs on numpy). Its kernels may go
-        to modules of their own (kernel_module_groups, program.KernelModules): the
+        to modules of their own (kernel_module_groups, kernel_modules.KernelModules): the
         entry's module is then compiled on a thread while the kernels are lowered,
         the first kernel module on another, the last in this thread (LLVM runs
         without the GIL, beside the Python emitting the rest)."""
@@ -83,19 +84,19 @@ class Compiled:
         module.triple = runtime.target_machine().triple
         _, vector_bytes = runtime.host_vector_isa()
         groups = kernel_module_groups(len(self.kernels))
-        kernel_modules = program.KernelModules(self.kernels, module.triple, groups)
-        token = program.KERNEL_MODULES.set(kernel_modules)
+        split = kernel_modules.KernelModules(self.kernels, module.triple, groups)
+        token = kernel_modules.KERNEL_MODULES.set(split)
         try:
             for step in self.steps:
                 step.emit(module, vector_bytes)
         finally:
-            program.KERNEL_MODULES.reset(token)
+            kernel_modules.KERNEL_MODULES.reset(token)
         if not module.functions:  # a plan whose steps all run on numpy
             return None
         compiles = runtime.Compiles(quick)
         try:
             text = str(module)
-            for kernels_text in kernel_modules.texts():
+            for kernels_text in split.texts():
                 compiles.add(text)
                 text = kernels_text
         except BaseException:

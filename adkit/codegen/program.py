@@ -17,13 +17,13 @@ out of range: `may_fail` calls), at once the check's code: its place (from 1) in
 list `emit_segment` returns, the details stored in the segment's status buffer
 (`Entry.fail`); loop bodies pass the status pointer down and the code up.
 """
-import contextvars
 from collections import namedtuple
 
 import numpy as np
 from llvmlite import ir
 
 from . import kernels, pool, runtime
+from .kernel_modules import KERNEL_MODULES
 from .buffers import contiguous_strides
 from .kernels import F64, I32, I64, PTR, for_loop
 
@@ -337,65 +337,6 @@ def kernel_function(module, kernel, vector_bytes):
     if elsewhere is not None and kernel.name in elsewhere.group_of:
         return elsewhere.lower(kernel, module, vector_bytes)
     return kernels.lower_kernel(kernel, module, vector_bytes)
-
-
-# Set while a Compiled emits its code: the KernelModules its kernels go to (or None:
-# the entry's module)
-KERNEL_MODULES = contextvars.ContextVar("adkit_kernel_modules", default=None)
-
-
-def kernel_abi(kernel):
-    """The type of a kernel's function: void (i64 start, i64 stop, a pointer per
-    input, a pointer per output), as kernels.lower_kernel makes it."""
-    return ir.FunctionType(ir.VoidType(),
-                           [I64, I64] + [PTR] * (len(kernel.strides) + len(kernel.outputs)))
-
-
-class KernelModules:
-    """A plan's kernels lowered into `groups` modules of their own (of about equal
-    size: steps and outputs), after the entry's module: the entry declares each kernel
-    it calls (kernel_abi), so its IR is complete, and can be compiled on a thread,
-    before any kernel is lowered (the entry, which holds row products' loops and the
-    matmuls, is often the largest module). `texts()` lowers them, group by group,
-    each kernel's type checked against its declaration. Symbols resolve across the
-    modules linked into one engine; every other function and global of a kernel module
-    is internal (each module has its own math helpers)."""
-
-    def __init__(self, plan_kernels, triple, groups):
-        weights = [1 + len(k.steps) + len(k.outputs) for k in plan_kernels]
-        share, total = sum(weights) / max(groups, 1), 0
-        self.group_of = {}
-        for kernel, weight in zip(plan_kernels if groups else (), weights):
-            self.group_of[kernel.name] = min(int(total // share), groups - 1)
-            total += weight
-        self.groups, self.triple = groups, triple
-        self._asked = []  # (kernel, vector width, its declaration), as asked for
-
-    def lower(self, kernel, module, vector_bytes):
-        """`kernel`'s declaration in `module` (lowered later, by texts())."""
-        declared = ir.Function(module, kernel_abi(kernel), name=kernel.name)
-        self._asked.append((kernel, vector_bytes, declared))
-        return declared
-
-    def texts(self):
-        """Each group's module IR, its kernels lowered as this is iterated."""
-        for group in range(self.groups):
-            m = ir.Module(name=f"adkit_kernels{group}")
-            m.triple = self.triple
-            for kernel, vector_bytes, declared in self._asked:
-                if self.group_of[kernel.name] != group:
-                    continue
-                fn = kernels.lower_kernel(kernel, m, vector_bytes)
-                if str(fn.function_type) != str(declared.function_type):
-                    raise RuntimeError(f"{kernel.name} was lowered as {fn.function_type}, "
-                                       f"declared as {declared.function_type}")
-            for value in m.global_values:
-                defined = not value.is_declaration if isinstance(value, ir.Function) \
-                    else getattr(value, "initializer", None) is not None
-                if defined and value.name not in self.group_of:
-                    value.linkage = "internal"
-            if m.functions:
-                yield str(m)
 
 
 def emit_segment(module, name, calls, vector_bytes, status=None):

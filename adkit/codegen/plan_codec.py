@@ -28,6 +28,7 @@ import numpy as np
 from llvmlite import ir
 
 from .. import dtypes
+from ..ir.rules import TensorSpec
 from ..tensor import Tensor, _make
 from .buffers import aligned_empty
 
@@ -155,6 +156,30 @@ class _Encoder:
             return ["o", i, cls, [[name, self.value(v)] for name, v in _attributes(x)]]
         raise NotData(f"{t.__module__}.{t.__qualname__} is not data")
 
+    def _text(self, x):
+        """A string naming x exactly, for hashing: each kind of value written in a form
+        no other kind can take (quoted strings, f-prefixed floats, bracketed tuples and
+        dicts, S/D/C-prefixed specs, dtypes and classes, J and the general encoding for
+        anything else), so equal strings mean equal values."""
+        t = type(x)
+        if t is str or t is int or t is bool or x is None:
+            return repr(x)
+        if t is float:
+            return "f" + repr(x)
+        if t is tuple:
+            return "(" + ",".join([self._text(v) for v in x]) + ")"
+        if t is dict:
+            return "{" + ",".join([f"{self._text(k)}:{self._text(v)}"
+                                   for k, v in x.items()]) + "}"
+        if t is TensorSpec:
+            return f"S{self._text(tuple(x.shape))}{self._text(x.dtype)}"
+        if t is dtypes.DType:
+            return "D" + x.name
+        if isinstance(x, type):
+            _, module, qualname = _class_ref(x)
+            return f"C{module}:{qualname}"
+        return "J" + json.dumps(self.value(x), separators=(",", ":"))
+
     @staticmethod
     def _dtype(dtype):
         if dtype.hasobject or dtype.fields is not None:
@@ -178,6 +203,13 @@ class _Encoder:
 
     def _nx(self, g):
         i = self._remember(g)
+        if self.hashing:  # a text of its own: ~2x quicker than the general encoding
+            nodes = ";".join(f"{self._text(n)}={self._text(data)}"
+                             for n, data in g._node.items())
+            edges = ";".join(f"{self._text(u)}>{self._text(v)}#{self._text(k)}"
+                             f"{self._text(d)}" for u, nbrs in g._adj.items()
+                             for v, keyed in nbrs.items() for k, d in keyed.items())
+            return ["xh", i, self.value(g.graph), nodes, edges]
         out = ["x", i, self.value(g.graph), self.value(g._node), self.value(g._adj)]
         out.append(None if self.hashing else self.value(g._pred))  # (in decoding order)
         return out

@@ -1,7 +1,7 @@
-"""contract_first (ir/passes/contract_first.py, run by fuse): A @ (s c (X @ Q -+ t)) and
-sum_to_size of the same over its rows, rewritten to contract X (c a row constant), so
-that the matmul result Y = X @ Q is not read back; a gradient's forward kernel then
-stops storing it."""
+"""contract_first (ir/passes/contract_first.py, run by fuse): A @ (s c (X @ Q -+ M @ Q))
+and sum_to_size of the same over its rows, rewritten to contract c (X -+ M) (c a row
+constant), so that the matmul result Y is not read back; a gradient's forward kernel
+then stops storing it."""
 import numpy as np
 import pytest
 
@@ -61,25 +61,39 @@ def test_gradient_of_a_gmm_like_objective():
 
 
 @pytest.mark.parametrize("name, fn", [
-    ("minus a row", lambda a, c, x, q, t: a.T @ (c * (x @ q - t))),
-    ("plus a row", lambda a, c, x, q, t: a.T @ ((x @ q + t) * c)),
-    ("no row", lambda a, c, x, q, t: a.T @ (c * (x @ q))),
-    ("numbers and neg", lambda a, c, x, q, t: a.T @ -((c * (x @ q - t)) * 3.0)),
-    ("x + x", lambda a, c, x, q, t: a.T @ ((c * (x @ q - t)) + (c * (x @ q - t)))),
-    ("two row constants", lambda a, c, x, q, t: a.T @ (c * ((2 * c) * (x @ q - t)))),
-    ("row sums", lambda a, c, x, q, t: (c * (x @ q - t)).sum_to_size(3, 1, 6)),
-    ("row sums, negated", lambda a, c, x, q, t: (-(c * (x @ q + t))).sum_to_size(3, 1, 6)),
-    ("both", lambda a, c, x, q, t: (a.T @ (c * (x @ q - t)),
-                                    (c * (x @ q - t)).sum_to_size(3, 1, 6))),
+    ("minus M Q", lambda a, c, x, q, m: a.T @ (c * (x @ q - m @ q))),
+    ("plus M Q", lambda a, c, x, q, m: a.T @ ((x @ q + m @ q) * c)),
+    ("no M", lambda a, c, x, q, m: a.T @ (c * (x @ q))),
+    ("numbers and neg", lambda a, c, x, q, m: a.T @ -((c * (x @ q - m @ q)) * 3.0)),
+    ("x + x", lambda a, c, x, q, m: a.T @ ((c * (x @ q - m @ q)) + (c * (x @ q - m @ q)))),
+    ("two row constants", lambda a, c, x, q, m: a.T @ (c * ((2 * c) * (x @ q - m @ q)))),
+    ("row sums", lambda a, c, x, q, m: (c * (x @ q - m @ q)).sum_to_size(3, 1, 6)),
+    ("row sums, negated", lambda a, c, x, q, m: (-(c * (x @ q))).sum_to_size(3, 1, 6)),
+    ("both", lambda a, c, x, q, m: (a.T @ (c * (x @ q - m @ q)),
+                                    (c * (x @ q - m @ q)).sum_to_size(3, 1, 6))),
 ])
 def test_rewritten_forms_agree(name, fn):
-    """x [n, 4] shared, q [3, 4, 6]: K = 4 <= N = 6, n = 50 rows."""
+    """x [n, 4] shared, q [3, 4, 6], m [3, 1, 4]: K = 4 <= N = 6, n = 50 rows."""
     a, x = RNG.standard_normal((50, 7)), RNG.standard_normal((50, 4))
     c, q = RNG.standard_normal((3, 50, 1)), RNG.standard_normal((3, 4, 6))
-    t = RNG.standard_normal((3, 1, 6))
-    graph = _graph(fn, a, c, x, q, t)
+    m = RNG.standard_normal((3, 1, 4))
+    graph = _graph(fn, a, c, x, q, m)
     assert contract_first(graph.copy()) >= 1, name
-    _agree(fn, a, c, x, q, t)
+    _agree(fn, a, c, x, q, m)
+
+
+def test_far_from_the_origin():
+    """Points and means near 1000 (y = (x - mu) Q small beside x Q): x - mu is formed
+    first, as the forward pass does, so no digits are lost that it keeps (x^T c x Q -
+    x^T c mu Q lost three: 4e-9 relative error)."""
+    x, q, mu, w = _gmm_data(n=2000)
+    args = [ak.tensor(a) for a in (x + 1000.0, q, mu + 1000.0, w)]
+    grad = ak.func.grad(_gmm_like, argnums=(1, 2))
+    compiled = ak.jit(grad, compile="eager").compile(*args)
+    assert _big_values_of_kernels(compiled, (4, 2000, 5)) == 0  # rewritten
+    for got, want in zip(compiled(*args), grad(*args)):
+        error = np.abs(got.numpy() - want.numpy()).max() / np.abs(want.numpy()).max()
+        assert error < 1e-10
 
 
 @pytest.mark.parametrize("name, fn, shapes", [
@@ -97,6 +111,12 @@ def test_rewritten_forms_agree(name, fn):
     # a nonlinear op between the matmul and the product
     ("tanh", lambda a, c, x, q: a.T @ (c * (x @ q).tanh()),
      ((50, 7), (50, 1), (50, 4), (4, 6))),
+    # a row subtracted that is not M @ Q: A c X Q - A c t would cancel digits
+    ("x Q - t", lambda a, c, x, q, t: a.T @ (c * (x @ q - t)),
+     ((50, 7), (50, 1), (50, 4), (4, 6), (1, 6))),
+    # M times another matrix
+    ("x Q - M P", lambda a, c, x, q, m, p: a.T @ (c * (x @ q - m @ p)),
+     ((50, 7), (50, 1), (50, 4), (4, 6), (1, 4), (4, 6))),
 ])
 def test_left_alone(name, fn, shapes):
     arrays = [RNG.standard_normal(s) for s in shapes]
@@ -106,9 +126,9 @@ def test_left_alone(name, fn, shapes):
 
 def test_float32():
     a, x = RNG.standard_normal((64, 3)), RNG.standard_normal((64, 4))
-    c, q, t = RNG.standard_normal((2, 64, 1)), RNG.standard_normal((2, 4, 5)), \
-        RNG.standard_normal((2, 1, 5))
-    arrays = [v.astype(np.float32) for v in (a, c, x, q, t)]
-    fn = lambda a, c, x, q, t: a.T @ (c * (x @ q - t))
+    c, q, m = RNG.standard_normal((2, 64, 1)), RNG.standard_normal((2, 4, 5)), \
+        RNG.standard_normal((2, 1, 4))
+    arrays = [v.astype(np.float32) for v in (a, c, x, q, m)]
+    fn = lambda a, c, x, q, m: a.T @ (c * (x @ q - m @ q))
     assert contract_first(_graph(fn, *arrays).copy()) == 1
     _agree(fn, *arrays, rtol=2e-4)

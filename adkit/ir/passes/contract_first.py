@@ -5,24 +5,28 @@ is never read back (and, when nothing else needs it stored, never stored).
 Owns: `contract_first(graph)` (edits the graph in place; the nodes it leaves unread
 are dce's). Does not: decide fusion (fuse.py runs this first) or evaluate anything.
 
-With Y = X @ Q (+ or - t, a row broadcast along Y's rows) of shape [..., n, N], X
-[..., n, K] with K <= N, and Z = s * c * Y (s a number, c constant along Y's rows:
-shape [..., n, 1]; made by neg, mul by a number or by such a c, and x + x):
+With Y = X @ Q, or X @ Q -+ M @ Q = (X -+ M) @ Q (M a row broadcast [..., 1, K], the
+same Q), of shape [..., n, N], X [..., n, K] with K <= N, and Z = s * c * Y (s a
+number, c constant along Y's rows: shape [..., n, 1]; made by neg, mul by a number or
+by such a c, and x + x):
 
-    A @ Z                    = s * ((A @ (c * X)) @ Q  -+  (A @ c) @ t)
-    sum_to_size(Z, [..,1,N]) = s * (sum_to_size(c * X, [..,1,K]) @ Q  -+  sum(c) * t)
+    A @ Z                    = s * (A @ (c (X -+ M))) @ Q
+    sum_to_size(Z, [..,1,N]) = s * sum_to_size(c (X -+ M), [..,1,K]) @ Q
 
 Both sides take as many multiply-adds (the contracted dim n is the long one), but the
 right reads X (small, shared) and c where the left reads Y: a GMM gradient's
 backward reads the [components, points, d] y = (x - mu_k) Q_k^T it would otherwise
 store in the forward pass and load again (20 MB each way at ADBench's medium size).
+NB: Y = X @ Q - t for another t is left alone: (A c X) Q - (A c) t subtracts two
+sums over the n rows, which lose the digits that X @ Q and t share (data far from
+the origin: a GMM's Q gradient 1e-12 -> 4e-9 relative error at offset 1000).
 """
 import numpy as np
 
 from ...ops.binary import Add, Mul, Sub
 from ...ops.linalg import Matmul
 from ...ops.reduction import SumToSize
-from ...ops.shape import Expand, Transpose
+from ...ops.shape import Expand
 from ...ops.unary import Neg
 
 # the contracted dim (Y's rows) is at least this many times Y's width: the rewritten
@@ -117,15 +121,18 @@ def _scaled(graph, made, value, depth=0):
 
 
 def _matmul_base(graph, y):
-    """(X, Q, t, sign) when y = X @ Q (t None) or X @ Q + sign * t with t a row
-    broadcast ([..., 1, N]) and X no wider than y (module docstring); else None."""
-    t, sign, product = None, 1.0, y
+    """(X, M, sign, Q) when y = X @ Q (M None) or X @ Q + sign * M @ Q with M a row
+    broadcast ([..., 1, K]), and X no wider than y (module docstring); else None."""
+    m, sign, product = None, 1.0, y
     if _op(graph, y) in (Add, Sub):
-        a, b = _arg(graph, y[0], 0), _arg(graph, y[0], 1)
-        if a is None or b is None or _op(graph, a) is not Matmul:
+        left, right = _arg(graph, y[0], 0), _arg(graph, y[0], 1)
+        if left is None or right is None or _op(graph, left) is not Matmul or \
+                _op(graph, right) is not Matmul or \
+                _arg(graph, left[0], 1) != _arg(graph, right[0], 1):
             return None
-        product, t, sign = a, b, (1.0 if _op(graph, y) is Add else -1.0)
-        if len(_shape(graph, t)) < 2 or _shape(graph, t)[-2] != 1:
+        product, sign = left, (1.0 if _op(graph, y) is Add else -1.0)
+        m = _arg(graph, right[0], 0)
+        if m is None or len(_shape(graph, m)) < 2 or _shape(graph, m)[-2] != 1:
             return None
     if _op(graph, product) is not Matmul:
         return None
@@ -135,24 +142,27 @@ def _matmul_base(graph, y):
     rows, width = _shape(graph, y)[-2:]
     if _shape(graph, x)[-1] > width or rows < MIN_ROWS_PER_COLUMN * width:
         return None
-    return x, q, t, sign
+    return x, m, sign, q
 
 
 def _operands(graph, made, z):
-    """(s, c, X, Q, t, sign) for a row-scaled matmul result z whose tensors all have
-    z's dtype and whose c X has z's shape but for the last dim; else None."""
+    """(s, c X', Q) for a row-scaled matmul result z = s c (X' @ Q), X' = X -+ M, whose
+    tensors all have z's dtype and whose c X' has z's shape but for the last dim; else
+    None."""
     if len(_shape(graph, z)) < 2:
         return None
     s, c, y = _scaled(graph, made, z)
     base = _matmul_base(graph, y) if c is not None else None
     if base is None:
         return None
-    x, q, t, _ = base
+    x, m, sign, q = base
     dtype = graph.specs_of(z[0])[z[1]].dtype
-    if any(graph.specs_of(v[0])[v[1]].dtype != dtype for v in (c, x, q, t) if v is not None):
+    if any(graph.specs_of(v[0])[v[1]].dtype != dtype for v in (c, x, m, q) if v is not None):
         return None
+    if m is not None:
+        x = made.op(Add if sign > 0 else Sub, x, m)
     rows = np.broadcast_shapes(_shape(graph, c)[:-1], _shape(graph, x)[:-1])
-    return (s, c, *base) if rows == _shape(graph, z)[:-1] else None
+    return (s, made.op(Mul, c, x), q) if rows == _shape(graph, z)[:-1] else None
 
 
 def _scale(made, value, s):
@@ -161,8 +171,8 @@ def _scale(made, value, s):
 
 class _Made:
     """The nodes the rewrites made, by op, arguments and params: the rewrites of one
-    Z's readers share them (one c * X, whose row sums and row products fuse into the
-    kernel that makes it; one row sum where two readers need it)."""
+    Z's readers share them (one c * X', whose row sums and row products fuse into the
+    kernel that makes it)."""
 
     def __init__(self, graph):
         self.graph, self.nodes = graph, {}
@@ -173,51 +183,19 @@ class _Made:
             self.nodes[key] = (self.graph.add_op(op, *args, **params), 0)
         return self.nodes[key]
 
-    def times(self, c, x):
-        return self.op(Mul, c, x)
-
-
-def _transposed(graph, a):
-    """The value A is a transpose of (its last two dims swapped), or None."""
-    if _op(graph, a) is Transpose:
-        params = graph.nx.nodes[a[0]]["params"]
-        ndim = len(_shape(graph, a))
-        if {params.get("dim0", 0) % ndim, params.get("dim1", 1) % ndim} == \
-                {ndim - 2, ndim - 1}:
-            return _arg(graph, a[0], 0)
-    return None
-
-
-def _row_sums_of(graph, made, a, c, batch):
-    """A @ c ([..., m, 1]) as a sum over the rows of A^T * c: the kernel making c X
-    (often A^T is X) computes it in the same pass, where a matrix-vector product
-    per batch element would read A again."""
-    a_t = _transposed(graph, a)
-    if a_t is None:
-        a_t = made.op(Transpose, a, dim0=-2, dim1=-1)
-    m = _shape(graph, a_t)[-1]
-    summed = made.op(SumToSize, made.times(c, a_t), shape=batch + (1, m))
-    return made.op(Transpose, summed, dim0=-2, dim1=-1)
-
 
 def _rewrite_product(graph, n, made):
-    """A @ Z -> s * ((A @ (c X)) @ Q + sign (A @ c) @ t), or None."""
+    """A @ Z -> s * (A @ (c X')) @ Q, or None."""
     a, z = _arg(graph, n, 0), _arg(graph, n, 1)
     found = _operands(graph, made, z) if a is not None and z is not None else None
     if found is None or len(_shape(graph, a)) < 2:
         return None
-    s, c, x, q, t, sign = found
-    total = made.op(Matmul, made.op(Matmul, a, made.times(c, x)), q)
-    if t is not None:
-        batch = _shape(graph, (n, 0))[:-2]
-        row = made.op(Matmul, _row_sums_of(graph, made, a, c, batch), t)
-        total = made.op(Add if sign > 0 else Sub, total, row)
-    return _scale(made, total, s)[0]
+    s, scaled_x, q = found
+    return _scale(made, made.op(Matmul, made.op(Matmul, a, scaled_x), q), s)[0]
 
 
 def _rewrite_row_sum(graph, n, made):
-    """sum_to_size(Z, [..., 1, N]) -> s * (sum_to_size(c X, [..., 1, K]) @ Q + sign
-    sum_to_size(c, [..., 1, 1]) t), or None."""
+    """sum_to_size(Z, [..., 1, N]) -> s * sum_to_size(c X', [..., 1, K]) @ Q, or None."""
     z = _arg(graph, n, 0)
     shape = tuple(graph.nx.nodes[n]["params"].get("shape", ()))
     if z is None or len(shape) != len(_shape(graph, z)) or len(shape) < 2 or \
@@ -227,14 +205,10 @@ def _rewrite_row_sum(graph, n, made):
     found = _operands(graph, made, z)
     if found is None:
         return None
-    s, c, x, q, t, sign = found
-    width = _shape(graph, x)[-1]
-    summed = made.op(SumToSize, made.times(c, x), shape=shape[:-1] + (width,))
-    total = made.op(Matmul, summed, q)
-    if t is not None:
-        row = made.op(Mul, made.op(SumToSize, c, shape=shape[:-1] + (1,)), t)
-        total = made.op(Add if sign > 0 else Sub, total, row)
-    return _scale(made, total, s)[0]
+    s, scaled_x, q = found
+    width = _shape(graph, scaled_x)[-1]
+    summed = made.op(SumToSize, scaled_x, shape=shape[:-1] + (width,))
+    return _scale(made, made.op(Matmul, summed, q), s)[0]
 
 
 _REWRITES = {Matmul: _rewrite_product, SumToSize: _rewrite_row_sum}

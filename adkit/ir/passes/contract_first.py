@@ -13,10 +13,11 @@ by such a c, and x + x):
     A @ Z                    = s * (A @ (c (X -+ M))) @ Q
     sum_to_size(Z, [..,1,N]) = s * sum_to_size(c (X -+ M), [..,1,K]) @ Q
 
-Both sides take as many multiply-adds (the contracted dim n is the long one), but the
-right reads X (small, shared) and c where the left reads Y: a GMM gradient's
-backward reads the [components, points, d] y = (x - mu_k) Q_k^T it would otherwise
-store in the forward pass and load again (20 MB each way at ADBench's medium size).
+With A [..., m, n], the right takes no more multiply-adds (m n K for m n N) but for
+its small product by Q after (m K N, n >= 4 N), and it reads X (small, shared), M and
+c where the left reads Y: a GMM gradient's backward reads the [components, points,
+d] y = (x - mu_k) Q_k^T it would otherwise store in the forward pass and load again
+(20 MB each way at ADBench's medium size).
 NB: Y = X @ Q - t for another t is left alone: (A c X) Q - (A c) t subtracts two
 sums over the n rows, which lose the digits that X @ Q and t share (data far from
 the origin: a GMM's Q gradient 1e-12 -> 4e-9 relative error at offset 1000).
@@ -29,8 +30,8 @@ from ...ops.reduction import SumToSize
 from ...ops.shape import Expand
 from ...ops.unary import Neg
 
-# the contracted dim (Y's rows) is at least this many times Y's width: the rewritten
-# products then take no more multiply-adds than the ones they replace, in all
+# the contracted dim (Y's rows) is at least this many times Y's width: the product by
+# Q the rewrite adds is then at most a quarter of the contraction it replaces
 MIN_ROWS_PER_COLUMN = 4
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -48,8 +49,8 @@ def contract_first(graph):
             continue
         try:
             new = rewrite(graph, n, made)
-        except (TypeError, ValueError, RuntimeError):  # a shape rule refused (broadcast
-            new = None                                  # batch dims): left to dce
+        except (TypeError, ValueError, RuntimeError):
+            new = None  # a shape rule refused (batch dims that broadcast); dce's nodes
         if new is not None and tuple(graph.specs_of(new)[0]) == tuple(data["specs"][0]):
             graph.replace_all_uses((n, 0), (new, 0))
             count += 1

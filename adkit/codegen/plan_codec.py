@@ -244,22 +244,27 @@ class _Decoder:
             return v
         return _HANDLERS[v[0]](self, v)
 
+    # (containers decode their plain items inline: most items are strings and numbers)
     def _t(self, v):
-        return tuple(self.value(x) for x in v[1])
+        value = self.value
+        return tuple([x if type(x) is not list else value(x) for x in v[1]])
 
     def _r(self, v):
         return self.table[v[1]]
 
     def _l(self, v):
         out = self.table[v[1]] = []
-        out.extend(self.value(x) for x in v[2])
+        value = self.value
+        out.extend([x if type(x) is not list else value(x) for x in v[2]])
         return out
 
     def _d(self, v):
         out = self.table[v[1]] = {}
+        value = self.value
         for k, x in v[2]:
-            k = self.value(k)  # (`out[f(k)] = f(x)` would decode x first)
-            out[k] = self.value(x)
+            if type(k) is list:
+                k = value(k)  # (`out[f(k)] = f(x)` would decode x first)
+            out[k] = x if type(x) is not list else value(x)
         return out
 
     def _s(self, v):
@@ -284,7 +289,10 @@ class _Decoder:
         return Ellipsis
 
     def _nd(self, v):
-        return np.dtype(v[1])
+        found = _DTYPES.get(v[1])
+        if found is None:
+            found = _DTYPES[v[1]] = np.dtype(v[1])
+        return found
 
     def _ir(self, v):
         name = v[1]
@@ -295,7 +303,11 @@ class _Decoder:
         raise ValueError(f"no LLVM type {name!r}")
 
     def _c(self, v):
-        return _find_class(v[1], v[2])
+        key = (v[1], v[2])
+        found = _CLASSES.get(key)
+        if found is None:
+            found = _CLASSES[key] = _find_class(*key)
+        return found
 
     def _dt(self, v):
         return dtypes.from_numpy_dtype(v[1])
@@ -321,20 +333,34 @@ class _Decoder:
         return g
 
     def _n(self, v):
-        return tuple.__new__(self.value(v[1]), [self.value(x) for x in v[2]])
+        value = self.value
+        return tuple.__new__(value(v[1]), [x if type(x) is not list else value(x)
+                                           for x in v[2]])
 
     def _o(self, v):
         cls = self.value(v[2])
-        if cls.__new__ is not object.__new__:
-            raise ValueError(f"{cls.__qualname__} is not made by object.__new__")
+        plain = _PLAIN_CLASSES.get(cls)
+        if plain is None:
+            if cls.__new__ is not object.__new__:
+                raise ValueError(f"{cls.__qualname__} is not made by object.__new__")
+            plain = _PLAIN_CLASSES[cls] = not any("__slots__" in c.__dict__
+                                                  for c in cls.__mro__[:-1])
         obj = self.table[v[1]] = object.__new__(cls)
-        for name in getattr(cls, "unstored_attributes", ()):
-            object.__setattr__(obj, name, None)
+        state = dict.fromkeys(getattr(cls, "unstored_attributes", ()))
+        value = self.value
         for name, x in v[3]:
-            object.__setattr__(obj, name, self.value(x))
+            state[name] = x if type(x) is not list else value(x)
+        if plain:  # its attributes are its __dict__
+            obj.__dict__.update(state)
+        else:
+            for name, x in state.items():
+                object.__setattr__(obj, name, x)
         return obj
 
 
+# what decoding looked up already: numpy dtypes, classes by name, whether a class keeps
+# its attributes in its __dict__ alone (no slots)
+_DTYPES, _CLASSES, _PLAIN_CLASSES = {}, {}, {}
 _HANDLERS = {name[1:]: f for name, f in vars(_Decoder).items()
              if name.startswith("_") and not name.startswith("__") and callable(f)}
 

@@ -52,8 +52,7 @@ def directory_fingerprint(root):
                         folders.append(entry.path)
                 elif entry.name.endswith(".py"):
                     st = entry.stat()
-                    parts.append(f"{os.path.relpath(entry.path, root)}:{st.st_size}:"
-                                 f"{st.st_mtime_ns}")
+                    parts.append(f"{entry.path[len(root):]}:{st.st_size}:{st.st_mtime_ns}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 

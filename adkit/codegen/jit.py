@@ -155,14 +155,7 @@ class Jitted:
         if program is None:
             name = f"jit({self.name})"
             graph = trace_for(f"ak.{name}", self.fn, args, kwargs)
-            # another process may have compiled this graph: its plan and code on disk
-            plan_key = plan_cache.key(graph, self._passes)
-            program = plan_cache.load(plan_key)
-            if program is None and self.compile_mode == "eager":
-                program = Compiled(run_pipeline(graph, self._passes, name), name)
-                plan_cache.store(plan_key, program)
-            elif program is None:
-                program = Pending(graph, self._passes, name, self._promote, plan_key)
+            program = self._new_program(graph, name)
             # a closure over a tensor that requires grad (a parameter): calls read its
             # current value (an optimizer changes it in place) and autograd records them
             # (call.py); other closed-over tensors are snapshots, as in JAX
@@ -170,6 +163,26 @@ class Jitted:
                 data.get("requires_grad") for _, data in graph.nx.nodes(data=True))
             self.cache[key] = program
         return program
+
+    def _new_program(self, graph, name):
+        """A traced signature's program. Another process may have compiled this graph:
+        the disk cache of plans (plan_cache.py) then has its plan and code. Eager: looked
+        up here, else compiled (and stored). Background: a graph whose first calls run
+        native code looks it up here (a hit skips the quick code); one whose first calls
+        run on numpy has its Pending look it up on the worker thread (hashing the graph
+        and loading the plan cost a small graph's first call more than numpy's run)."""
+        if self.compile_mode == "eager":
+            plan_key = plan_cache.key(graph, self._passes)
+            program = plan_cache.load(plan_key)
+            if program is None:
+                program = Compiled(run_pipeline(graph, self._passes, name), name)
+                plan_cache.store(plan_key, program)
+            return program
+        pending = Pending(graph, self._passes, name, self._promote)
+        if not pending.native_first:
+            return pending
+        pending.plan_key = plan_cache.key(graph, self._passes)
+        return plan_cache.load(pending.plan_key) or pending
 
     def export(self, path, *example_args, name=None, cpu="native"):
         """Write a C library (path.so, path.h) with one C ABI function per compiled

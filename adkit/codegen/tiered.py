@@ -51,9 +51,12 @@ class Pending:
 
     closes_over_grad = False  # Jitted sets it: the traced function reads a parameter
 
-    def __init__(self, graph, passes, name, promote, plan_key=None):
+    # its key in the disk cache of plans (plan_cache.py: None, not cached); LOOK_UP: the
+    # worker computes it, and loads the plan from there when it has one
+    plan_key = LOOK_UP = "look up"
+
+    def __init__(self, graph, passes, name, promote):
         self.name, self._promote = name, promote
-        self._plan_key = plan_key  # where the optimized Compiled goes (plan_cache.py)
         self._traced = graph
         self._passes = passes
         self.evaluated = graph if passes is None else run_pipeline(graph, passes, name)
@@ -74,13 +77,19 @@ class Pending:
 
     def _compile(self):
         """The optimized Compiled (on the worker thread, or in the caller's after a
-        failed background compile): the quick one's module at O3, else the pipeline,
-        the plan and the native code."""
+        failed background compile): the disk cache of plans' (looked up here when the
+        caller has not), else the quick one's module at O3, else the pipeline, the plan
+        and the native code (then stored in that cache)."""
+        if self.plan_key is self.LOOK_UP:
+            self.plan_key = plan_cache.key(self._traced, self._passes)
+            found = plan_cache.load(self.plan_key) if self._quick is None else None
+            if found is not None:
+                return found
         if self._quick is not None:
             compiled = self._quick.optimize()
         else:
             compiled = Compiled(self._optimized_graph(), self.name)
-        plan_cache.store(self._plan_key, compiled)
+        plan_cache.store(self.plan_key, compiled)
         return compiled
 
     def _quick_code(self):
@@ -93,7 +102,8 @@ class Pending:
                 self._quick = quick
                 if quick.optimized:  # the object code cache had it
                     self._compiled = quick
-                    background.submit(lambda: plan_cache.store(self._plan_key, quick))
+                    background.submit(lambda: plan_cache.store(
+                        None if self.plan_key is self.LOOK_UP else self.plan_key, quick))
         if self._compiled is not None:
             self._promote(self, self._compiled)
             return self._compiled

@@ -167,10 +167,10 @@ class Jitted:
     def _new_program(self, graph, name):
         """A traced signature's program. Another process may have compiled this graph:
         the disk cache of plans (plan_cache.py) then has its plan and code. Eager: looked
-        up here, else compiled (and stored). Background: a graph whose first calls run
-        native code looks it up here (a hit skips the quick code); one whose first calls
-        run on numpy has its Pending look it up on the worker thread (hashing the graph
-        and loading the plan cost a small graph's first call more than numpy's run)."""
+        up here, else compiled (and stored). Background: looked up here for a graph
+        whose first calls run native code (a hit skips the quick code) or make much on
+        numpy (Pending.look_up_first); a small graph's Pending looks it up on the worker
+        thread (hashing the graph and loading the plan cost more than numpy's run)."""
         if self.compile_mode == "eager":
             plan_key = plan_cache.key(graph, self._passes)
             program = plan_cache.load(plan_key)
@@ -179,7 +179,7 @@ class Jitted:
                 plan_cache.store(plan_key, program)
             return program
         pending = Pending(graph, self._passes, name, self._promote)
-        if not pending.native_first:
+        if not pending.look_up_first:
             return pending
         pending.plan_key = plan_cache.key(graph, self._passes)
         return plan_cache.load(pending.plan_key) or pending

@@ -35,14 +35,25 @@ from .pipeline import run_pipeline
 # per node at d=10, K=25 takes 100 ms on numpy, 220 as quick code; 6.9 MB at d=20,
 # K=50 takes 1-3 s on numpy, 250 ms as quick code).
 NUMPY_BYTES_PER_NODE = 4e6
+# A plan from the disk cache takes ~5-30 ms to find (hashing the traced graph) and
+# load: more than numpy's first run of a graph making less than ~20 MB (~10 ms), which
+# then runs first while the worker looks the plan up (GMM small's gradient, a 50-node
+# chain: 0.1-1.4 MB); a larger one looks it up first (GMM medium's makes 180 MB: a
+# hit's first call 28 ms, numpy's 50-100)
+LOOK_UP_FIRST_BYTES = 2e7
+
+
+def made_bytes(graph):
+    """(bytes of results its op nodes make, how many op nodes) of `graph`."""
+    ops = [data for _, data in graph.nx.nodes(data=True) if data["kind"] == "op"]
+    return sum(int(np.prod(s.shape)) * s.dtype.np.itemsize for data in ops
+               for s in data["specs"]), len(ops)
 
 
 def numpy_is_slower(graph):
     """Whether evaluating `graph` with numpy likely takes longer than compiling it."""
-    ops = [data for _, data in graph.nx.nodes(data=True) if data["kind"] == "op"]
-    made = sum(int(np.prod(s.shape)) * s.dtype.np.itemsize for data in ops
-               for s in data["specs"])
-    return made > NUMPY_BYTES_PER_NODE * max(len(ops), 1)
+    made, ops = made_bytes(graph)
+    return made > NUMPY_BYTES_PER_NODE * max(ops, 1)
 
 
 class Pending:
@@ -60,7 +71,11 @@ class Pending:
         self._traced = graph
         self._passes = passes
         self.evaluated = graph if passes is None else run_pipeline(graph, passes, name)
-        self.native_first = numpy_is_slower(self.evaluated)  # first calls: quick code
+        made, ops = made_bytes(self.evaluated)
+        # first calls: quick code
+        self.native_first = made > NUMPY_BYTES_PER_NODE * max(ops, 1)
+        # whether the caller looks the plan up in the disk cache before a first call
+        self.look_up_first = self.native_first or made > LOOK_UP_FIRST_BYTES
         if not self.native_first:
             self._runner = evaluate.array_runner(self.evaluated)
             self._out_specs = [(tuple(s.shape), s.dtype.np) for s in

@@ -15,7 +15,8 @@ and the range of the per-round ratios adkit / jax.
 `--warm-cache`: the same overhead in a fresh process whose disk cache another process
 has filled (adkit's cache of plans and object code; jax's persistent compilation cache,
 every entry kept), with adkit's time split into tracing, the key (hashing the traced
-graph) and loading the entry.
+graph) and loading the entry (summed over threads: a small graph's first call runs on
+numpy while the worker thread computes the key and loads the plan).
 Each framework runs in its own subprocess: jax's and llvmlite's LLVMs must not share a
 process (they abort together), and a fresh process also makes compile times honest.
 """

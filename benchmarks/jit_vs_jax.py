@@ -228,12 +228,17 @@ def first_call_table(cases, rounds, repeats):
             if "error" in r or "missing" in r:
                 print(f"{case:<12}{name:<24}  {r.get('error') or r.get('missing')}")
                 continue
-            rs = ratios.get(name)
-            ratio = f"{statistics.median(rs):.3f}" if rs else "-"
-            spread = f"{min(rs):.3f}..{max(rs):.3f}" if rs else "-"
+            ratio, spread = _ratio_cells(ratios.get(name))
             print(f"{case:<12}{name:<24}{r['first'] * 1e3:>10.1f}{r['steady'] * 1e3:>11.3f}"
                   f"{r['overhead'] * 1e3:>13.1f}{ratio:>8}{spread:>14}", flush=True)
 
+
+
+def _ratio_cells(rs):
+    """The median and the range of the per-round ratios, as table cells ("-" for none)."""
+    if not rs:
+        return "-", "-"
+    return f"{statistics.median(rs):.3f}", f"{min(rs):.3f}..{max(rs):.3f}"
 
 def _timed(module, name, totals):
     """Wrap module.name to add its wall time (ms) to totals[name]."""
@@ -301,9 +306,7 @@ def warm_cache_table(cases, rounds, repeats):
             if "error" in r or "missing" in r:
                 print(f"{case:<12}{name:<10}  {r.get('error') or r.get('missing')}")
                 continue
-            rs = ratios.get(name)
-            ratio = f"{statistics.median(rs):.3f}" if rs else "-"
-            spread = f"{min(rs):.3f}..{max(rs):.3f}" if rs else "-"
+            ratio, spread = _ratio_cells(ratios.get(name))
             split = "".join(f"{r[k] * 1e3:>{w}.1f}" if k in r else f"{'':>{w}}"
                             for k, w in (("trace", 8), ("key", 7), ("load", 7)))
             if r.get("hits") == 0:

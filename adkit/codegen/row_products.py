@@ -166,7 +166,10 @@ def product_function(module, name, product, vector_bytes, block_stride):
     """void product(ptr a, ptr block, ptr c, i64 rows): C += A[:, :rows] @ block, for
     one batch element (a, c point at its matrices; block: rows `block_stride` elements
     apart, at least C's width rounded up to whole vectors).
-    C in blocks of IB rows by JB vectors, each block's sums in registers down the rows."""
+    C in blocks of IB rows by JB vectors, each block's sums in registers down the rows.
+    The full blocks of IB rows run in a loop (one copy of their code, not one per block:
+    GMM large's product had four, a third of its module's IR and of its quick compile;
+    a block's loop down the rows is what takes the time), the rest after it."""
     dtype = product.c.dtype
     elem = program._elem(dtype)
     m, n = product.c.shape[-2:]
@@ -178,11 +181,26 @@ def product_function(module, name, product, vector_bytes, block_stride):
     ib = _even(m, max(1, ((32 if vector_bytes >= 64 else 16) - jb - 2) // jb))
     vec = ir.VectorType(elem, lanes)
     acc = [[b.alloca(vec) for _ in range(jb)] for _ in range(ib)]
-    for i0 in range(0, m, ib):
+    a, block, c, rows = fn.args
+    a_row, c_row = product.a.strides[-2], product.c.strides[-2]
+
+    def row_blocks(first, count):
+        """C's rows [first, first + count) (first: an i64 value), block by block of JB
+        vectors."""
+        a_at = b.gep(a, [b.mul(first, ir.Constant(I64, a_row))], source_etype=elem)
+        c_at = b.gep(c, [b.mul(first, ir.Constant(I64, c_row))], source_etype=elem)
         for j0 in range(0, vectors, jb):
-            tile = [(i, j) for i in range(i0, min(m, i0 + ib))
-                    for j in range(j0, min(vectors, j0 + jb))]
-            _sums(b, fn, product, tile, acc, (i0, j0), lanes, (n, block_stride))
+            tile = [(i, j) for i in range(count) for j in range(j0, min(vectors, j0 + jb))]
+            _sums(b, (a_at, block, c_at, rows), product, tile, acc, j0, lanes,
+                  (n, block_stride))
+    full = m // ib
+    if full > 1:
+        for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, full * ib), ib,
+                 lambda i0: row_blocks(i0, ib))
+    elif full == 1:
+        row_blocks(ir.Constant(I64, 0), ib)
+    if m > full * ib:
+        row_blocks(ir.Constant(I64, full * ib), m - full * ib)
     b.ret_void()
     return fn
 
@@ -193,11 +211,12 @@ def _even(count, most):
     return -(-count // -(-count // most))
 
 
-def _sums(b, fn, product, tile, acc, corner, lanes, widths):
-    """One block of C (its first row and vector at `corner`): loaded into the
-    accumulators, the rows' products added, stored. widths: C's, the block's rows'."""
-    a, block, c, rows = fn.args
-    (i0, j0), (n, padded) = corner, widths
+def _sums(b, args, product, tile, acc, j0, lanes, widths):
+    """One block of C (rows `tile`'s i from the row `args`' a and c point at, vectors
+    from j0): loaded into the accumulators, the rows' products added, stored.
+    widths: C's, the block's rows'."""
+    a, block, c, rows = args
+    n, padded = widths
     elem, vec = acc[0][0].allocated_type.element, acc[0][0].allocated_type
     itemsize = np.dtype(product.c.dtype).itemsize
     a_row, a_col = product.a.strides[-2:]
@@ -211,7 +230,7 @@ def _sums(b, fn, product, tile, acc, corner, lanes, widths):
         address, mask = c_vector(i, j)
         value = b.load(address, typ=vec, align=itemsize) if mask is None else \
             masked.load(b, address, vec, mask, itemsize)
-        b.store(value, acc[i - i0][j - j0])
+        b.store(value, acc[i][j - j0])
 
     def row(t):
         start = b.mul(t, ir.Constant(I64, padded))
@@ -224,13 +243,13 @@ def _sums(b, fn, product, tile, acc, corner, lanes, widths):
                                   source_etype=elem), typ=elem)
             factor = splat(b, scalar, lanes)
             for j in sorted({j for ii, j in tile if ii == i}):
-                slot = acc[i - i0][j - j0]
+                slot = acc[i][j - j0]
                 product = b.fmul(factor, loaded[j], flags=("contract",))
                 b.store(b.fadd(b.load(slot, typ=vec), product, flags=("contract",)), slot)
     for_loop(b, ir.Constant(I64, 0), rows, 1, row)
     for i, j in tile:
         address, mask = c_vector(i, j)
-        value = b.load(acc[i - i0][j - j0], typ=vec)
+        value = b.load(acc[i][j - j0], typ=vec)
         if mask is None:
             b.store(value, address, align=itemsize)
         else:

@@ -119,7 +119,7 @@ class TracingInterpreter(_dispatch.Interpreter):
         return outputs
 
     def _add_node(self, cls, args):
-        tensors, params = rules.split_args(cls, args, lambda a: isinstance(a, Tensor))
+        tensors, params = rules.split_args(cls, args, _is_tensor)
         edges = {pos: self.lift(t) for pos, t in tensors.items()}
         specs_in = {pos: self.graph.specs_of(u)[out] for pos, (u, out) in edges.items()}
         try:
@@ -181,10 +181,9 @@ def _inferred(cls, specs_in, params):
     """rules.infer, remembered for adkit's own ops that write nothing in place (their
     shape rules depend on the specs and params alone), when the params are plain."""
     key = None
-    if getattr(cls, "modifies", None) is None and \
-            getattr(cls, "__module__", "").startswith("adkit."):
-        try:
-            key = (cls, tuple(sorted(specs_in.items())), _plain(params))
+    if _memoizable(cls):
+        try:  # specs_in is in position order (built from split_args' tensors)
+            key = (cls, tuple(specs_in.items()), _plain(params))
             hash(key)
         except TypeError:  # an unhashable or unfamiliar param: inferred each time
             key = None
@@ -198,6 +197,19 @@ def _inferred(cls, specs_in, params):
             _INFERRED.clear()
         _INFERRED[key] = inferred
     return inferred
+
+
+_MEMOIZABLE = {}  # op class -> whether _inferred may remember its inferences
+
+
+def _memoizable(cls):
+    found = _MEMOIZABLE.get(cls)
+    if found is None:
+        if len(_MEMOIZABLE) > 4096:  # classes made on the fly (user Functions in a loop)
+            _MEMOIZABLE.clear()
+        found = _MEMOIZABLE[cls] = getattr(cls, "modifies", None) is None and \
+            getattr(cls, "__module__", "").startswith("adkit.")
+    return found
 
 
 _PLAIN_TYPES = (bool, int, float, str, type(None))
@@ -240,14 +252,33 @@ def _inference_error(cls, specs_in, error, source=None, purpose=None):
 _ADKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+# code file name -> its base name, or None for adkit's own files: asked once per node,
+# and most nodes come from a handful of files
+_SOURCE_NAMES = {}
+
+
+def _source_name(filename):
+    if filename not in _SOURCE_NAMES:
+        if len(_SOURCE_NAMES) > 4096:  # generated code's names in long sessions
+            _SOURCE_NAMES.clear()
+        _SOURCE_NAMES[filename] = None if filename.startswith(_ADKIT_DIR) else \
+            os.path.basename(filename)
+    return _SOURCE_NAMES[filename]
+
+
 def _user_source():
     """file:line of the innermost frame outside adkit (where the user called the op)."""
     frame = sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename.startswith(_ADKIT_DIR):
+    while frame is not None:
+        name = _source_name(frame.f_code.co_filename)
+        if name is not None:
+            return f"{name}:{frame.f_lineno}"
         frame = frame.f_back
-    if frame is None:
-        return None
-    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+    return None
+
+
+def _is_tensor(x):
+    return isinstance(x, Tensor)
 
 
 def _is_tensor_leaf(x):

@@ -136,10 +136,16 @@ def stand_in(spec):
     """A read-only array with the spec's shape and dtype that costs no memory (its own:
     tracers hold one each as their data, and views are told apart by memory). Made
     with ndarray's constructor: np.broadcast_to costs three times as much."""
-    dtype = spec.dtype.np
-    array = np.ndarray(spec.shape, dtype, np.zeros(1, dtype), 0, (0,) * len(spec.shape))
+    array = _zero_strided(spec)
     array.flags.writeable = False
     return array
+
+
+def _zero_strided(spec):
+    """A writable array of zeros with the spec's shape and dtype, every element the one
+    element of its own buffer (strides 0): it costs no memory at any size."""
+    dtype = spec.dtype.np
+    return np.ndarray(spec.shape, dtype, np.zeros(1, dtype), 0, (0,) * len(spec.shape))
 
 
 _SHARED_STAND_INS = {}  # (shape, numpy dtype) -> stand-in: np.broadcast_to costs microseconds
@@ -196,8 +202,12 @@ def _infer_by_forward(op, specs_in, params):
     """An array op's forward run on zeros, without apply's tensors and tape (tracing's
     hot path: apply costs more than a small forward). None when forward hands back one
     of its inputs: the result is then that very tensor (an alias), which only the full
-    path (apply) tells. For ops that declare no in-place write (`modifies` None)."""
-    zeros = {p: np.zeros(s.shape, s.dtype.np) for p, s in specs_in.items()}
+    path (apply) tells. For ops that declare no in-place write (`modifies` None).
+    The zeros are zero-strided: a view op (expand, reshape, transpose, indexing) then
+    allocates nothing, where C-ordered zeros cost time in proportion to the input's
+    size (GMM large's expand of 50 x 10,000: 0.2-2 ms per node); numpy's shapes and
+    dtypes do not depend on the layout, and the values are the same zeros."""
+    zeros = {p: _zero_strided(s) for p, s in specs_in.items()}
     with np.errstate(all="ignore"):
         out = op.forward(*join_args(op, zeros, params))
     is_tuple = isinstance(out, tuple)

@@ -93,7 +93,8 @@ class Compiled:
             kernel_modules.KERNEL_MODULES.reset(token)
         if not module.functions:  # a plan whose steps all run on numpy
             return None
-        compiles = runtime.Compiles(quick)
+        compiles = runtime.Compiles(quick, cold=[
+            step.name for step in self.steps if isinstance(step, steps.SegmentStep)])
         try:
             text = str(module)
             for kernels_text in split.texts():

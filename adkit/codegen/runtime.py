@@ -277,8 +277,8 @@ class Compiles:
     module the disk cache has is loaded, not compiled; with `quick`, the others are
     compiled by quick_object (and not cached), else at O3 (and cached)."""
 
-    def __init__(self, quick=False, threads=True):
-        self.quick, self.threads = quick, threads
+    def __init__(self, quick=False, threads=True, cold=()):
+        self.quick, self.threads, self.cold = quick, threads, tuple(cold)
         self.texts, self._results, self._running = [], {}, []
         _initialized()
         mvec_available()
@@ -308,7 +308,7 @@ class Compiles:
         cached = disk_cache.load(key) if use_cache else None
         if cached is not None:
             return cached, True, True
-        data = quick_object(text) if self.quick else optimized_object(text)
+        data = quick_object(text, cold=self.cold) if self.quick else optimized_object(text)
         if not self.quick:
             disk_cache.store(key, data)
         return data, False, not self.quick
@@ -351,7 +351,7 @@ def optimized_object(text):
     return _object_code(text, quick=False)
 
 
-def quick_object(text, level=1):
+def quick_object(text, level=1, cold=()):
     """The object code of LLVM IR text compiled 5-7x faster than at O3, for code
     that runs while the optimized code is made: accumulators out of memory into
     registers (SROA), instructions combined, branches simplified, then code generation
@@ -360,11 +360,14 @@ def quick_object(text, level=1):
     5-9x as long compiling it (its loop passes, strength reduction). Code generation at
     opt level 0 compiled 2x faster still, but its register allocator kept loop values
     on the stack: GMM's gradient ran 2.5-3x slower (`level` 0 is for code whose speed
-    does not matter)."""
-    return _object_code(text, quick=True, level=level)
+    does not matter). `cold`: names of functions compiled without optimization (LLVM's
+    optnone: instruction selection and register allocation at their fastest), for code
+    whose speed matters little: a plan's entries, which call kernels and fill buffers
+    (GMM large's entry was a fifth of its module's compile, ~10 of ~70 ms)."""
+    return _object_code(text, quick=True, level=level, cold=cold)
 
 
-def _object_code(text, quick, level=1, assembly=False):
+def _object_code(text, quick, level=1, assembly=False, cold=()):
     """Object code (or assembly) of IR text, in an LLVM context of its own (a context
     is not thread safe, and compiles run on threads), disposed before this returns
     (a context and its modules left to the garbage collector may be freed in either
@@ -375,6 +378,10 @@ def _object_code(text, quick, level=1, assembly=False):
         module.verify()
         machine = thread_target_machine(level if quick else 3)
         if quick:
+            for fn in module.functions:  # (a module of kernels has no entries)
+                if fn.name in cold and not fn.is_declaration:
+                    fn.add_function_attribute("noinline")  # (optnone requires it)
+                    fn.add_function_attribute("optnone")
             builder = llvm.create_pass_builder(machine,
                                                llvm.create_pipeline_tuning_options())
             passes = llvm.create_new_module_pass_manager()

@@ -399,8 +399,31 @@ def scale_means(b, dtype, outs, layouts, scales):
 
 
 def _fill(b, ptr, elem, n, value):
+    """`value` at n elements of type `elem` from ptr: zeros by llvm.memset (libc's
+    vectorized memset at any opt level, and one call in the IR, not a loop: the
+    entries of quick code are compiled unoptimized), others by a loop."""
+    size = _zero_fill_size(elem, value)
+    if size:
+        memset = b.module.declare_intrinsic("llvm.memset", [PTR, I64])
+        b.call(memset, [ptr, ir.Constant(ir.IntType(8), 0), ir.Constant(I64, n * size),
+                        ir.Constant(ir.IntType(1), 0)])
+        return
     for_loop(b, ir.Constant(I64, 0), ir.Constant(I64, n), 1, lambda i: b.store(
         ir.Constant(elem, value), b.gep(ptr, [i], source_etype=elem)))
+
+
+def _zero_fill_size(elem, value):
+    """The bytes of an `elem` when `value` is stored as all zero bits, else None (-0.0
+    has its sign bit; an i1's size is no whole byte)."""
+    if float(value) != 0.0 or np.signbit(value):
+        return None
+    if isinstance(elem, ir.DoubleType):
+        return 8
+    if isinstance(elem, ir.FloatType):
+        return 4
+    if isinstance(elem, ir.IntType) and elem.width % 8 == 0:
+        return elem.width // 8
+    return None
 
 
 def _fill_layout(b, ptr, layout, value):

@@ -250,8 +250,10 @@ class Planner:
     @property
     def threads(self):
         """What native calls may split their work over: the thread pool's workers and
-        the caller (ADKIT_NUM_THREADS caps it)."""
-        return pool.threads()
+        the caller (ADKIT_NUM_THREADS caps it). The pool compiles on a thread meanwhile:
+        the plan's code needs it only when it is linked."""
+        pool.prefetch()
+        return pool.planned_threads()
 
     def kernel_name(self):
         """The name of the next kernel."""

@@ -382,6 +382,54 @@ def _object_code():
     return data
 
 
+class _Prefetch:
+    """_object_code() on a thread of its own, started by prefetch()."""
+
+    def __init__(self):
+        self.data = self.error = None
+        self.thread = threading.Thread(target=self._run, name="adkit-pool-compile",
+                                       daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        try:
+            self.data = _object_code()
+        except BaseException as e:  # noqa: BLE001 -- _native_object_code raises it
+            self.error = e
+
+    def result(self):
+        """Its object code (None when the thread never ran to the end: a fork's child
+        has no such thread)."""
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.data
+
+
+_prefetched = None  # the _Prefetch prefetch() started, until ensure() takes its code
+
+
+def prefetch():
+    """Start making the pool's object code on a thread (once, while no pool is
+    compiled): planning and emitting code that calls the pool need only its symbol's
+    name, and the code is linked after its own compile (runtime.Compiles.finish ensures
+    the pool then). The pool's compile (~10 ms of LLVM, twice that as a process's
+    first) then runs beside the caller's, where ensure() made the planning wait."""
+    global _prefetched
+    if _native is None and _prefetched is None:
+        with _lock:
+            if _native is None and _prefetched is None:
+                _prefetched = _Prefetch()
+
+
+def _native_object_code():
+    """The pool's object code: prefetch()'s, or made now."""
+    global _prefetched
+    started, _prefetched = _prefetched, None
+    data = started.result() if started is not None else None
+    return data if data is not None else _object_code()
+
+
 class _Native:
     """The compiled pool: its engine, never freed (workers, and callers on daemon
     threads, may run its code while the interpreter finalizes), and its entry points."""
@@ -389,7 +437,7 @@ class _Native:
     def __init__(self):
         empty = llvm.parse_assembly("")
         self.engine = llvm.create_mcjit_compiler(empty, runtime.new_target_machine())
-        self.engine.add_object_file(llvm.ObjectFileRef.from_data(_object_code()))
+        self.engine.add_object_file(llvm.ObjectFileRef.from_data(_native_object_code()))
         self.engine.finalize_object()
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(self.engine))  # immortal, see above
         self.run_address = self._address(RUN_NAME)
@@ -478,8 +526,9 @@ def _after_fork_in_child():
     """In a forked child only the forking thread exists: the workers are gone and a
     mutex may be held, or a condition variable waited on, by a thread that is not
     there. Fresh sync objects and state, then as many workers as the parent had."""
-    global _lock, _workers
+    global _lock, _workers, _prefetched
     _lock = threading.Lock()  # another parent thread may have held it at the fork
+    _prefetched = None  # its thread is not in the child
     if _native is None:
         return
     _native.init()
@@ -493,13 +542,23 @@ def run(fn_address, args_address, n):
     _native.run(fn_address, args_address, n)
 
 
+def _ensure_before_link(texts):
+    """runtime.Compiles.finish's hook: the pool, before code that calls it is linked."""
+    if any(RUN_NAME in text for text in texts):
+        ensure()
+
+
+runtime.BEFORE_LINK.append(_ensure_before_link)
+
+
 def emit_run(builder, module, fn, arg_pointers):
     """Emit adkit_pool_run(fn, [arg_pointers], len(arg_pointers)) at the builder: fn is
     an ir.Function i8*(i8*) (a part; program.py's _trampoline) or a pointer to one,
     arg_pointers pointer values, one per part. The array is stack room in the entry
-    block of the builder's function, however often the call runs. Ensures the pool, so
-    the module resolves the symbol when it is compiled or loaded."""
-    ensure()
+    block of the builder's function, however often the call runs. Starts compiling
+    the pool (prefetch): the module resolves the symbol when it is linked, after
+    ensure() (runtime.Compiles.finish calls it, _ensure_before_link)."""
+    prefetch()
     run_fn = module.globals.get(RUN_NAME) or ir.Function(module, RUN, name=RUN_NAME)
     array = _entry_alloca(builder, PTR, len(arg_pointers))
     for i, pointer in enumerate(arg_pointers):

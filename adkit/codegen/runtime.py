@@ -270,6 +270,11 @@ def compile_texts(texts, quick=False):
     return compiles.finish(texts[-1])
 
 
+# functions of the modules' IR texts that Compiles.finish calls before it links them:
+# pool.py's, which compiles the pool when the code calls it (its symbol is resolved then)
+BEFORE_LINK = []
+
+
 class Compiles:
     """Modules compiled as their IR comes (`add`: on a thread of its own, LLVM runs
     without the GIL, beside the Python making the next module), then linked with the
@@ -330,6 +335,8 @@ class Compiles:
         for result in results:
             if isinstance(result, BaseException):
                 raise result
+        for hook in BEFORE_LINK:
+            hook(self.texts)
         try:
             return _linked(self.texts, results)
         except RuntimeError:  # a damaged cache file: compile again (and overwrite it)

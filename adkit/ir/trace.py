@@ -183,7 +183,7 @@ def _inferred(cls, specs_in, params):
     key = None
     if _memoizable(cls):
         try:  # specs_in is in position order (built from split_args' tensors)
-            key = (cls, tuple(specs_in.items()), _plain(params))
+            key = (cls, tuple(specs_in.items()), _plain(params) if params else _NO_PARAMS)
             hash(key)
         except TypeError:  # an unhashable or unfamiliar param: inferred each time
             key = None
@@ -227,6 +227,9 @@ def _plain(value):
     if t is dict:
         return t, tuple((k, _plain(v)) for k, v in value.items())
     raise TypeError(f"{t.__name__} is not a plain param")
+
+
+_NO_PARAMS = _plain({})  # most nodes' (elementwise ops on tensors only)
 
 
 def _inference_error(cls, specs_in, error, source=None, purpose=None):

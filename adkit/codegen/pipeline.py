@@ -14,6 +14,7 @@ graph it compiles). Code is generated for whatever graph the list leaves: withou
 """
 from .. import _config
 from ..ir import Graph, GraphError
+from ..ir.passes.editing import apply_passes
 from .compiled import OPTIMIZE
 
 
@@ -71,25 +72,34 @@ def _run_user_pass(p, graph, name):
 
 
 def run_pipeline(graph, passes=None, name="jitted function"):
-    """The graph jit plans: `passes` (the user's) or, when None, OPTIMIZE's. With
+    """The graph jit plans: `passes` (the user's) or, when None, OPTIMIZE's (their
+    in-place forms editing one copy of `graph`: passes.editing.apply_passes). With
     ADKIT_DUMP_IR on, the traced graph and each graph a stage changed are dumped (a
-    dump's title lists the stages since the previous one)."""
-    dumping = _config.dump_ir()
-    last = str(graph) if dumping else None
-    if dumping:
-        _config.dump(f"{name} traced", last)
-    stages = [(p, False) for p in OPTIMIZE.passes] if passes is None else \
-        [(p, True) for p in passes]
-    ran = []
-    for p, is_user in stages:
-        graph = _run_user_pass(p, graph, name) if is_user else p(graph)
-        if dumping:
-            ran.append(pass_name(p) if is_user else p.__name__.lstrip("_"))
-            text = str(graph)
-            if text != last:
-                _config.dump(f"{name} after {', '.join(ran)}", text)
-                last, ran = text, []
+    dump's title lists the stages since the previous one). `graph` is left as it was."""
+    dump = _Dumps(graph, name) if _config.dump_ir() else None
+    if passes is None:
+        return apply_passes(OPTIMIZE.passes, graph,
+                            after=None if dump is None else dump.after)
+    for p in passes:
+        graph = _run_user_pass(p, graph, name)
+        if dump is not None:
+            dump.after(p, graph, pass_name(p))
     return graph
+
+
+class _Dumps:
+    """ADKIT_DUMP_IR's dumps of one pipeline run: each text that differs from the last."""
+
+    def __init__(self, graph, name):
+        self.name, self.last, self.ran = name, str(graph), []
+        _config.dump(f"{name} traced", self.last)
+
+    def after(self, p, graph, label=None):
+        self.ran.append(label or p.__name__.lstrip("_"))
+        text = str(graph)
+        if text != self.last:
+            _config.dump(f"{self.name} after {', '.join(self.ran)}", text)
+            self.last, self.ran = text, []
 
 
 __all__ = ["check_passes", "pass_name", "passes_key", "run_pipeline"]

@@ -7,7 +7,8 @@ the attributes beyond the schema, such as a derived graph's `origin`). Does not:
 rewrite algebra (simplify.py), differentiate or batch graphs.
 Invariant: a pass copies its input (`graph.copy()`), edits the copy's `.nx`, keeps the ids
 of surviving nodes, and returns a graph that passes `validate()` and computes the same
-outputs from the same inputs; the input graph is never touched.
+outputs from the same inputs; the input graph is never touched. (Each pass here is
+written as its in-place edit, and `editing.edits` makes the copying pass of it.)
 NB: ops are taken to be pure functions of their arguments and params. An op that writes
 into an argument (its shape rule reports an alias) makes evaluation order and aliasing
 part of the meaning, which the IR does not record: `dce` keeps such ops, and `cse`,
@@ -20,6 +21,7 @@ from ... import _dispatch, dtypes
 from ...autograd.grad_mode import no_grad
 from ...tensor import Tensor, _make
 from .. import rules
+from .editing import apply_passes, edits
 
 
 # ------------------------------------------------------------------ shared helpers
@@ -129,13 +131,12 @@ def array_key(arr):
 
 def pipeline(passes):
     """A pass (graph -> new graph) that applies `passes` in order. Each must be a pure
-    pass itself, so the pipeline never touches its input either."""
+    pass itself, so the pipeline never touches its input either (the in-place forms of
+    adkit's passes edit one copy of it: editing.apply_passes)."""
     passes = tuple(passes)
 
     def run(graph):
-        for p in passes:
-            graph = p(graph)
-        return graph
+        return apply_passes(passes, graph)
 
     run.__name__ = "pipeline(" + ", ".join(getattr(p, "__name__", repr(p))
                                             for p in passes) + ")"
@@ -144,7 +145,8 @@ def pipeline(passes):
 
 
 # ------------------------------------------------------------------ dce
-def dce(graph):
+@edits
+def dce(g):
     """Dead code elimination: drop op and const nodes that no output depends on.
 
     In: any valid Graph. Out: the same inputs and outputs (inputs always stay: they are
@@ -157,7 +159,6 @@ def dce(graph):
             c:f32[3] = tanh a                   in (b) }
           in (c) }
     """
-    g = graph.copy()
     live = _ancestors_and_self(g, g.outputs)
     candidates = [n for n in g.topo_order()
                   if g.nx.nodes[n]["kind"] in ("op", "const") and n not in live]
@@ -199,7 +200,8 @@ def _ancestors_and_self(graph, roots):
 
 
 # ------------------------------------------------------------------ cse
-def cse(graph):
+@edits
+def cse(g):
     """Common subexpression elimination: merge op nodes with the same op class, equal
     params (by `freeze`) and the same arguments (producer and output at each position),
     and const nodes with equal values (dtype, shape, bytes). The node met first in
@@ -216,7 +218,6 @@ def cse(graph):
             d:f32[3] = add b c                  in (c) }
           in (d) }
     """
-    g = graph.copy()
     if has_in_place_ops(g):
         return g
     seen = {}
@@ -247,7 +248,8 @@ def _cse_key(graph, n):
 
 
 # ------------------------------------------------------------------ fold_constants
-def fold_constants(graph):
+@edits
+def fold_constants(g):
     """Evaluate op nodes whose tensor arguments are all const nodes (at least one), and
     put one const node per output in their place (consumers of output i read const i;
     outputs nobody reads get none). Walking in topological order folds chains in one
@@ -264,7 +266,6 @@ def fold_constants(graph):
             d:f32[3] = mul a c                  in (d) }
           in (d) }
     """
-    g = graph.copy()
     if has_in_place_ops(g):
         return g
     for n in g.topo_order():

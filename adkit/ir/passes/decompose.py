@@ -23,6 +23,7 @@ from .. import rules
 from ..trace import trace
 from .autodiff import _example
 from .cleanup import copy_op, has_in_place_ops, keep_annotations, redirect
+from .editing import edits
 
 Skip = NoDecomposition  # what a decomposition raises when it does not apply
 
@@ -31,14 +32,14 @@ DECOMPOSITIONS = ops.with_rule("decomposition")
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def decompose(graph, table=DECOMPOSITIONS):
+@edits
+def decompose(g, table=DECOMPOSITIONS):
     """A new graph where every node whose op is in `table` (and whose tensors are all
     float32/float64) is replaced by its decomposition. A graph with in-place ops is
     left as it is (new nodes run in a new place in the order)."""
-    g = graph.copy()
     if has_in_place_ops(g):
         return g
-    for n in graph.op_nodes:
+    for n in g.op_nodes:  # (the nodes before any is replaced)
         data = g.nx.nodes[n]
         fn = table.get(data["op"])
         args = g.args_of(n)
@@ -57,12 +58,12 @@ def decompose(graph, table=DECOMPOSITIONS):
     return g
 
 
-def inline_calls(graph):
+@edits
+def inline_calls(g):
     """A new graph where every call node (its op's `inlines_call`) is the sub-graph it
     calls; calls inside the inlined graphs were inlined first (passes.inline_calls
     recurses into bodies, innermost first)."""
-    g = graph.copy()
-    for n in graph.op_nodes:
+    for n in g.op_nodes:  # (the nodes before any is inlined)
         data = g.nx.nodes[n]
         # a graph with in-place ops keeps its own order: it runs as the call
         if getattr(data["op"], "inlines_call", False) and \

@@ -25,6 +25,7 @@ from ...tensor import _make
 from .. import evaluate, rules
 from ..graph import Graph
 from .cleanup import copy_op, dce, has_in_place_ops
+from .editing import edits
 from .contract_first import contract_first
 
 
@@ -81,20 +82,19 @@ def compute_dtype(graph, n):
     return floats.pop() if floats else None
 
 
-def fuse(graph):
+@edits
+def fuse(g):
     """Replace each group of connected fusible nodes (one shape, one dtype) by a
     FusedKernel node. Returns a new graph; the input is unchanged. A graph with
     in-place ops is left as it is: a kernel runs where its last member was, which may
     be after an in-place write its first members must not see."""
-    g = graph.copy()
     if has_in_place_ops(g):
         return g
     if contract_first(g):  # before grouping: what it leaves unread goes first
-        g = dce(g)
+        g = dce.in_place(g)
     _recompute_cheap_reads(g)
-    ungrouped = g.copy()
-    rank = {n: i for i, n in enumerate(ungrouped.topo_order())}
-    groups, products = _groups(ungrouped)
+    rank = {n: i for i, n in enumerate(g.topo_order())}
+    groups, products = _groups(g)  # (all of them before any is replaced)
     for members in groups:  # a lone op too: it still becomes one native loop
         _replace_group(g, sorted(members, key=rank.get), products)
     return g

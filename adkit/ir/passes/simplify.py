@@ -20,6 +20,7 @@ from ...ops.conversion import ToDtype
 from ...ops.unary import Neg
 from .. import rules as shape_rules
 from .cleanup import has_in_place_ops, keep_annotations, redirect
+from .editing import edits
 
 Replace = namedtuple("Replace", "value")
 Replace.__doc__ = "A rule's result: the node's output 0 is the existing `value` = (node, out)."
@@ -212,7 +213,8 @@ RULES = (
 
 
 # ------------------------------------------------------------------ the driver
-def simplify(graph, rules=RULES):
+@edits
+def simplify(g, rules=RULES):
     """Apply algebraic rewrite rules until none applies.
 
     `rules` is a sequence of (op class, rule): a rule `rule(graph, n)` looks at op node n
@@ -231,7 +233,6 @@ def simplify(graph, rules=RULES):
             d:f32[3] = exp c
           in (d) }
     """
-    g = graph.copy()
     if has_in_place_ops(g):
         return g
     by_op = {}

@@ -1,0 +1,149 @@
+"""Passes' in-place forms (ak.ir.passes.editing) and Graph.copy: what jit's pipeline runs
+without a copy per pass must give what the pure passes give, and no graph that someone
+else holds (the traced graph, a pure pass's result, a loop's body) may change."""
+import numpy as np
+import pytest
+
+import adkit as ak
+from adkit.codegen import plan_codec
+from adkit.codegen.compiled import OPTIMIZE
+from adkit.codegen.pipeline import run_pipeline
+from adkit.ir import Graph, TensorSpec, passes
+from adkit.ir.passes.editing import apply_passes
+
+F64 = ak.float64
+
+
+def _digest(graph):
+    return plan_codec.digest(graph)
+
+
+def _mlp_grad():
+    w1, w2 = ak.randn(4, 8, dtype=F64), ak.randn(8, 2, dtype=F64)
+
+    def loss(x):
+        h = (x @ w1).tanh()
+        return ((h @ w2).exp().sum(1).log() * 1.0 + 0.0).sum()
+    return ak.trace(ak.func.grad(loss), TensorSpec((5, 4), F64))
+
+
+def _with_loop():
+    def f(h0, w):
+        def step(h, x):
+            dead = (h * 3.0).exp()  # noqa: F841  (dead code in the body)
+            return (h @ w).tanh() + x * 1.0, h.sum()
+        h, ys = ak.scan(step, h0, ak.ones((3, 2), dtype=F64))
+        return h.sum() + ys.sum()
+    return ak.trace(ak.func.grad(f, argnums=(0, 1)), TensorSpec((2,), F64),
+                    TensorSpec((2, 2), F64))
+
+
+def _decomposable():
+    return ak.trace(lambda x: x.logsumexp(1) * x.softmax(1).sum(), TensorSpec((3, 4), F64))
+
+
+GRAPHS = [_mlp_grad, _with_loop, _decomposable]
+
+
+def test_copy_is_networkx_copy_with_own_params():
+    g = _mlp_grad()
+    g = passes.simplify(passes.decompose(g))  # pass-made nodes: ids out of order
+    g.nx.nodes[g.op_nodes()[0]]["note"] = ["annotation"]
+    c, reference = g.copy(), g.nx.copy()
+    assert dict(c.nx.nodes(data=True)) == dict(reference.nodes(data=True))
+    for mine, theirs in ((c.nx._succ, reference._succ), (c.nx._pred, reference._pred)):
+        assert list(mine) == list(theirs)
+        for n in mine:  # the same neighbours and keys in the same orders
+            assert [(v, list(keyed)) for v, keyed in mine[n].items()] == \
+                [(v, list(keyed)) for v, keyed in theirs[n].items()]
+    for u, v, k, d in c.nx.edges(keys=True, data=True):
+        assert c.nx._succ[u][v] is c.nx._pred[v][u]  # one key dict, as networkx keeps
+        assert d == g.nx._succ[u][v][k] and d is not g.nx._succ[u][v][k]
+    for n, data in c.nx.nodes(data=True):
+        assert data is not g.nx.nodes[n]
+        if "params" in data:
+            assert data["params"] == g.nx.nodes[n]["params"]
+            assert data["params"] is not g.nx.nodes[n]["params"]
+    before = _digest(g)
+    c.nx.remove_node(c.op_nodes()[0])
+    c.nx.nodes[c.op_nodes()[0]]["params"]["added"] = 1
+    assert _digest(g) == before
+
+
+@pytest.mark.parametrize("make", GRAPHS)
+def test_in_place_forms_give_what_the_pure_passes_give(make):
+    g = make()
+    seen = 0
+    for p in OPTIMIZE.passes:
+        before = _digest(g)
+        pure = p(g)
+        assert _digest(g) == before
+        if getattr(p, "in_place", None) is not None:
+            seen += 1
+            assert _digest(p.in_place(g.copy())) == _digest(pure), p.__name__
+        g = pure
+    assert seen >= 6  # inline_calls, simplify, decompose, fold_constants, cse, dce, fuse
+
+
+@pytest.mark.parametrize("make", GRAPHS)
+def test_pipeline_edits_a_copy_and_gives_the_pure_passes_result(make, monkeypatch):
+    g = make()
+    want = g
+    for p in OPTIMIZE.passes:
+        want = p(want)
+    before = _digest(g)
+    assert _digest(run_pipeline(g)) == _digest(want)
+    assert _digest(g) == before
+
+
+def test_apply_passes_copies_once_for_a_run_of_in_place_passes(monkeypatch):
+    g = _mlp_grad()
+    copies = []
+    original = Graph.copy
+    monkeypatch.setattr(Graph, "copy", lambda self: copies.append(self) or original(self))
+    before = _digest(g)
+    out = apply_passes([passes.simplify, passes.cse, passes.dce, passes.fuse], g)
+    assert len(copies) == 1 and copies[0] is g
+    assert _digest(g) == before
+    monkeypatch.undo()
+    assert _digest(out) == _digest(passes.fuse(passes.dce(passes.cse(passes.simplify(g)))))
+
+
+def test_apply_passes_never_edits_what_a_pure_pass_returned():
+    g = ak.trace(lambda x: (x.exp(), x.sin())[0], TensorSpec((3,), F64))  # a dead sin
+    kept = g.copy()
+    before = _digest(kept)
+    out = apply_passes([lambda graph: kept, passes.dce], g)  # a pass handing out its own
+    assert _digest(kept) == before
+    assert len(out) == len(kept) - 1
+
+
+def test_recursive_in_place_leaves_bodies_to_other_graphs():
+    g = _with_loop()
+    bodies = {n: {k: _digest(b) for k, b in
+                  data["params"]["plan"].bodies().items()}
+              for n, data in g.nx.nodes(data=True) if "plan" in data.get("params", {})}
+    assert bodies
+    before = _digest(g)
+    mine = g.copy()
+    out = passes.dce.in_place(mine)
+    assert out is mine and _digest(out) == _digest(passes.dce(g))
+    assert _digest(g) == before
+    for n, digests in bodies.items():  # g's loops still hold their bodies, unchanged
+        plan = g.nx.nodes[n]["params"]["plan"]
+        assert {k: _digest(b) for k, b in plan.bodies().items()} == digests
+
+
+def test_pipeline_of_user_passes_runs_pure_passes():
+    g = _decomposable()
+    results = []
+
+    def keep(graph):
+        results.append(graph)
+        return graph.copy()
+    jitted = ak.jit(lambda x: x.logsumexp(1) * x.softmax(1).sum(),
+                    passes=[keep, *passes.DEFAULT_PIPELINE, keep])
+    x = ak.randn(3, 4, dtype=F64)
+    np.testing.assert_allclose(jitted(x).numpy(),
+                               (x.logsumexp(1) * x.softmax(1).sum()).numpy())
+    assert str(results[0]) == str(g)  # the traced graph, as the user's pass saw it

@@ -18,7 +18,7 @@ from .._pytree import tree_unflatten
 from ..control import batch_accumulations, hoist_invariants, merge_residual_scans
 from ..ir import evaluate, passes
 from ..tensor import _make
-from . import buffers, compiled_view, pickling, plan, pool, runtime, steps
+from . import buffers, compiled_view, pickling, plan, pool, program, runtime, steps
 from . import kernel_modules
 
 # results smaller than this are fresh arrays per call; larger ones are recycled (fresh
@@ -29,6 +29,9 @@ _RECYCLE_BYTES = 1 << 17
 _TOUCH_BYTES = 1 << 23
 _PAGE_BYTES = 4096
 _TOUCH_PIECE = 1 << 22  # what either thread touches at a time (_touched_meanwhile)
+# quick code compiles kernels estimated to run under this many ns without optimization
+# (quick_cold)
+QUICK_COLD_NS = 100_000
 # plans with this many kernels or more compile them in modules of their own, on threads
 _SPLIT_KERNELS = 4
 # calls of jitted functions inlined first (one program to optimize); loops: one forward
@@ -93,8 +96,7 @@ class Compiled:
             kernel_modules.KERNEL_MODULES.reset(token)
         if not module.functions:  # a plan whose steps all run on numpy
             return None
-        compiles = runtime.Compiles(quick, cold=[
-            step.name for step in self.steps if isinstance(step, steps.SegmentStep)])
+        compiles = runtime.Compiles(quick, cold=quick_cold(self.steps, self.kernels))
         try:
             text = str(module)
             for kernels_text in split.texts():
@@ -304,6 +306,22 @@ class Compiled:
 
     def _structure(self, flat):
         return structure(self.graph, flat)
+
+
+def quick_cold(plan_steps, plan_kernels):
+    """Whether quick code compiles a function of this plan without optimization (a
+    predicate on its name, for runtime.quick_object): its entries, which call kernels
+    and fill buffers; the pool's trampolines (program.TRAMPOLINE_SUFFIX), which unpack
+    a part's arguments; and the kernels the cost model (plan.estimated_ns) gives less
+    than QUICK_COLD_NS. Code generation at LLVM's opt level 1 costs ~0.5-0.8 ms per
+    function before its first instruction (its ~150 passes set up per function),
+    unoptimized ~0.2; unoptimized code runs 2.5-3x slower, which costs a kernel under
+    QUICK_COLD_NS at most ~0.2 ms of a first call. Kernels in loop bodies are not the
+    plan's kernels (loops.py plans them apart, by other names): they run at every
+    trip and stay optimized."""
+    cold = {step.name for step in plan_steps if isinstance(step, steps.SegmentStep)}
+    cold.update(k.name for k in plan_kernels if plan.estimated_ns(k) < QUICK_COLD_NS)
+    return lambda name: name in cold or name.endswith(program.TRAMPOLINE_SUFFIX)
 
 
 def kernel_module_groups(n_kernels):

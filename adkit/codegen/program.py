@@ -457,10 +457,13 @@ def _declare(module, name, ret, args):
     return ir.Function(module, ir.FunctionType(ret, args), name=name)
 
 
+TRAMPOLINE_SUFFIX = "_worker"  # of a trampoline's name, after its kernel's
+
+
 def _trampoline(module, kernel_fn, n_ptrs):
     """void *kernel_worker(i64 *args): a part of a pool job (pool.py) unpacking [start,
     stop, pointers...] and calling the kernel."""
-    name = kernel_fn.name + "_worker"
+    name = kernel_fn.name + TRAMPOLINE_SUFFIX
     existing = module.globals.get(name)
     if existing is not None:
         return existing

@@ -18,7 +18,7 @@ import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
 
-from . import disk_cache
+from . import disk_cache, module_split
 
 LIBMVEC_CANDIDATES = ("libmvec.so.1", "/lib/x86_64-linux-gnu/libmvec.so.1",
                       "/usr/lib/x86_64-linux-gnu/libmvec.so.1")
@@ -282,8 +282,8 @@ class Compiles:
     module the disk cache has is loaded, not compiled; with `quick`, the others are
     compiled by quick_object (and not cached), else at O3 (and cached)."""
 
-    def __init__(self, quick=False, threads=True, cold=()):
-        self.quick, self.threads, self.cold = quick, threads, tuple(cold)
+    def __init__(self, quick=False, threads=True, cold=None):
+        self.quick, self.threads, self.cold = quick, threads, cold
         self.texts, self._results, self._running = [], {}, []
         _initialized()
         mvec_available()
@@ -347,7 +347,10 @@ class Compiles:
 
 
 def _linked(texts, results):
-    native = from_object_code(texts, [data for data, _, _ in results])
+    # (quick code of a module may be two objects: quick_object)
+    objects = [part for data, _, _ in results
+               for part in (data if isinstance(data, list) else [data])]
+    native = from_object_code(texts, objects)
     native.from_cache = all(cached for _, cached, _ in results)
     native.optimized = all(optimized for _, _, optimized in results)
     return native
@@ -358,7 +361,7 @@ def optimized_object(text):
     return _object_code(text, quick=False)
 
 
-def quick_object(text, level=1, cold=()):
+def quick_object(text, level=1, cold=None):
     """The object code of LLVM IR text compiled 5-7x faster than at O3, for code
     that runs while the optimized code is made: accumulators out of memory into
     registers (SROA), instructions combined, branches simplified, then code generation
@@ -367,14 +370,36 @@ def quick_object(text, level=1, cold=()):
     5-9x as long compiling it (its loop passes, strength reduction). Code generation at
     opt level 0 compiled 2x faster still, but its register allocator kept loop values
     on the stack: GMM's gradient ran 2.5-3x slower (`level` 0 is for code whose speed
-    does not matter). `cold`: names of functions compiled without optimization (LLVM's
-    optnone: instruction selection and register allocation at their fastest), for code
-    whose speed matters little: a plan's entries, which call kernels and fill buffers
-    (GMM large's entry was a fifth of its module's compile, ~10 of ~70 ms)."""
-    return _object_code(text, quick=True, level=level, cold=cold)
+    does not matter). `cold(name)`: whether a function is compiled without optimization,
+    for code whose speed matters little (compiled.quick_cold: a plan's entries, small
+    kernels): in a module of its own at code generation level 0, on a thread beside
+    the rest (module_split.py; the result is then a list of two objects), or, when the
+    module cannot be split, as LLVM's optnone (instruction selection and register
+    allocation at their fastest, but the per-function cost of level 1)."""
+    halves = module_split.split_cold(text, cold) if cold is not None and level else None
+    if halves is None:
+        return _object_code(text, quick=True, level=level, cold=cold)
+    cold_text, hot_text = halves  # (module_split.py says why)
+    cold_object = {}
+
+    def compile_cold():
+        try:
+            cold_object["data"] = _object_code(cold_text, quick=True, level=0,
+                                               cold=lambda name: True)
+        except BaseException as e:  # noqa: BLE001 -- raised in the caller below
+            cold_object["error"] = e
+    worker = threading.Thread(target=compile_cold, name="adkit-llvm-cold", daemon=True)
+    worker.start()
+    try:
+        hot_object = _object_code(hot_text, quick=True, level=level)
+    finally:
+        worker.join()
+    if "error" in cold_object:
+        raise cold_object["error"]
+    return [cold_object["data"], hot_object]
 
 
-def _object_code(text, quick, level=1, assembly=False, cold=()):
+def _object_code(text, quick, level=1, assembly=False, cold=None):
     """Object code (or assembly) of IR text, in an LLVM context of its own (a context
     is not thread safe, and compiles run on threads), disposed before this returns
     (a context and its modules left to the garbage collector may be freed in either
@@ -386,7 +411,7 @@ def _object_code(text, quick, level=1, assembly=False, cold=()):
         machine = thread_target_machine(level if quick else 3)
         if quick:
             for fn in module.functions:  # (a module of kernels has no entries)
-                if fn.name in cold and not fn.is_declaration:
+                if cold is not None and cold(fn.name) and not fn.is_declaration:
                     fn.add_function_attribute("noinline")  # (optnone requires it)
                     fn.add_function_attribute("optnone")
             builder = llvm.create_pass_builder(machine,

@@ -1,11 +1,12 @@
 """Passes' in-place forms (ak.ir.passes.editing) and Graph.copy: what jit's pipeline runs
 without a copy per pass must give what the pure passes give, and no graph that someone
 else holds (the traced graph, a pure pass's result, a loop's body) may change."""
+import dataclasses
+
 import numpy as np
 import pytest
 
 import adkit as ak
-from adkit.codegen import plan_codec
 from adkit.codegen.compiled import OPTIMIZE
 from adkit.codegen.pipeline import run_pipeline
 from adkit.ir import Graph, TensorSpec, passes
@@ -15,7 +16,30 @@ F64 = ak.float64
 
 
 def _digest(graph):
-    return plan_codec.digest(graph)
+    """Everything a graph holds, as a comparable value (insertion orders included, but
+    for the order of each node's predecessors in networkx's dicts, which a copy takes
+    from the successors' and an edit appends to, and nothing reads)."""
+    nodes = tuple((n, _value(d)) for n, d in graph.nx._node.items())
+    edges = tuple((u, v, k, _value(d)) for u, nbrs in graph.nx._succ.items()
+                  for v, keyed in nbrs.items() for k, d in keyed.items())
+    preds = tuple((v, frozenset(us)) for v, us in graph.nx._pred.items())
+    return (nodes, edges, preds, repr(graph.in_tree), repr(graph.out_tree),
+            _value(graph.static_args), _value(graph.static_outputs))
+
+
+def _value(v):
+    if isinstance(v, Graph):
+        return ("graph", _digest(v))
+    if isinstance(v, np.ndarray):
+        return ("array", v.dtype.str, v.shape, v.tobytes())
+    if isinstance(v, dict):
+        return ("dict",) + tuple((k, _value(x)) for k, x in v.items())
+    if isinstance(v, (tuple, list)):
+        return (type(v).__name__,) + tuple(_value(x) for x in v)
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):  # loop plans
+        return (type(v).__name__,) + tuple((f.name, _value(getattr(v, f.name)))
+                                           for f in dataclasses.fields(v))
+    return repr(v)
 
 
 def _mlp_grad():

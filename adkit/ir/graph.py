@@ -64,7 +64,7 @@ class Graph:
 
     # ------------------------------------------------------------ building
     def _new_id(self):
-        return max(self.nx.nodes, default=-1) + 1
+        return max(self.nx._node, default=-1) + 1
 
     def add_input(self, spec, index=None):
         n = self._new_id()
@@ -154,7 +154,7 @@ class Graph:
     def nodes_of(self, kind):
         nodes = [n for n, k in self.nx.nodes(data="kind") if k == kind]
         if kind in ("input", "output"):
-            nodes.sort(key=lambda n: self.nx.nodes[n]["index"])
+            nodes.sort(key=lambda n: self.nx._node[n]["index"])
         return nodes
 
     @property
@@ -170,7 +170,8 @@ class Graph:
         order = self.topo_order()
         if kind is None:
             return order
-        return [n for n in order if self.nx.nodes[n]["kind"] == kind]
+        data = self.nx._node
+        return [n for n in order if data[n]["kind"] == kind]
 
     @property
     def op_nodes(self):
@@ -202,25 +203,45 @@ class Graph:
         succ = self.nx._succ
         if all(u < v for u, users in succ.items() for v in users):  # program order
             return sorted(succ)
+        return self._kahn(self._keys())
+
+    def _keys(self):
+        """{node: the smallest of its id and its users' keys}, users before producers
+        (Kahn's algorithm on the reversed edges: any order of the sinks will do)."""
+        succ, pred = self.nx._succ, self.nx._pred
+        waiting = {n: len(users) for n, users in succ.items()}
+        ready = [n for n, count in waiting.items() if count == 0]
         key = {}
-        for n in reversed(self._kahn(lambda n: n)):
-            key[n] = min([n] + [key[v] for v in succ[n]])
-        return self._kahn(lambda n: (key[n], n))
+        while ready:
+            n = ready.pop()
+            smallest = n
+            for v in succ[n]:
+                if key[v] < smallest:
+                    smallest = key[v]
+            key[n] = smallest
+            for u in pred[n]:
+                waiting[u] -= 1
+                if waiting[u] == 0:
+                    ready.append(u)
+        if len(key) != len(waiting):
+            raise GraphError("the graph has a cycle: " + str(nx.find_cycle(self.nx)))
+        return key
 
     def _kahn(self, key):
-        """The nodes in topological order, the ready node of smallest key(n) first."""
+        """The nodes in topological order, the ready node of smallest (key[n], n) first.
+        NB: a node waits for its producers (parallel edges from one count once)."""
         succ, pred = self.nx._succ, self.nx._pred
-        waiting = {n: sum(len(edges) for edges in pred[n].values()) for n in pred}
-        ready = [(key(n), n) for n, count in waiting.items() if count == 0]
+        waiting = {n: len(producers) for n, producers in pred.items()}
+        ready = [(key[n], n) for n, count in waiting.items() if count == 0]
         heapq.heapify(ready)
         order = []
         while ready:
             n = heapq.heappop(ready)[1]
             order.append(n)
-            for v, edges in succ[n].items():
-                waiting[v] -= len(edges)
+            for v in succ[n]:
+                waiting[v] -= 1
                 if waiting[v] == 0:
-                    heapq.heappush(ready, (key(v), v))
+                    heapq.heappush(ready, (key[v], v))
         if len(order) != len(waiting):
             raise GraphError("the graph has a cycle: " + str(nx.find_cycle(self.nx)))
         return order
@@ -242,7 +263,7 @@ class Graph:
 
     def specs_of(self, n):
         """One TensorSpec per output of node n."""
-        data = self.nx.nodes[n]
+        data = self.nx._node[n]  # (networkx's NodeView costs as much as the rest)
         if data["kind"] == "op":
             return data["specs"]
         if data["kind"] == "output":

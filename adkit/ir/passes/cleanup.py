@@ -160,13 +160,15 @@ def dce(g):
           in (c) }
     """
     live = _ancestors_and_self(g, g.outputs)
-    candidates = [n for n in g.topo_order()
+    order = g.topo_order()
+    candidates = [n for n in order
                   if g.nx.nodes[n]["kind"] in ("op", "const") and n not in live]
     # NB: an in-place write is a side effect (it may change an input the caller holds)
     live |= _ancestors_and_self(g, [n for n in candidates if writes_in_place(g, n)])
     g.nx.remove_nodes_from([n for n in candidates if n not in live])
-    for n in g.op_nodes:
-        _drop_unread_outputs(g, n)
+    for n in order:  # (each node's own outputs: any order will do)
+        if n in live and g.nx.nodes[n]["kind"] == "op":
+            _drop_unread_outputs(g, n)
     return g
 
 

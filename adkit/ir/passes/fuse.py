@@ -16,6 +16,8 @@ results to read the matmul's narrow operand instead (what it leaves unread goes)
     before:  c = mul a b;  d = exp c;  e = sum[dim=1] d
     after:   e = fused_kernel[graph=<mul, exp, sum[dim=1]>] a b     (d is never stored)
 """
+import math
+
 import numpy as np
 
 from ... import ops
@@ -93,8 +95,9 @@ def fuse(g):
     if contract_first(g):  # before grouping: what it leaves unread goes first
         g = dce.in_place(g)
     _recompute_cheap_reads(g)
-    rank = {n: i for i, n in enumerate(g.topo_order())}
-    groups, products = _groups(g)  # (all of them before any is replaced)
+    order = g.topo_order()
+    rank = {n: i for i, n in enumerate(order)}
+    groups, products = _groups(g, order)  # (all of them before any is replaced)
     for members in groups:  # a lone op too: it still becomes one native loop
         _replace_group(g, sorted(members, key=rank.get), products)
     return g
@@ -136,9 +139,9 @@ def _cheap_to_recompute(g, v):
             reduction_dims(g, v) is not None or unit_view(g, v) or \
             getattr(data["op"], "is_view", False):
         return False
-    size = int(np.prod(data["shape"], dtype=np.int64))
+    size = math.prod(data["shape"])  # (numpy's prod costs microseconds on a tuple)
     big = [u for _, u, out in g.args_of(v)
-           if SMALL_FRACTION * int(np.prod(g.specs_of(u)[out].shape, dtype=np.int64)) > size]
+           if SMALL_FRACTION * math.prod(g.specs_of(u)[out].shape) > size]
     return len(big) == 1 and _in_memory(g, big[0])
 
 
@@ -203,7 +206,7 @@ def contraction(graph, n):
             max(len(s.shape) for s in specs) < 2:
         return None
     k = specs[0].shape[-1]
-    work = k * int(np.prod(data["shape"], dtype=np.int64))
+    work = k * math.prod(data["shape"])
     small = k <= CONTRACT_SMALL_MAX_K and work <= CONTRACT_SMALL_PRODUCT
     return k if 1 <= k and (k <= CONTRACT_MAX_K or small) else None
 
@@ -278,16 +281,16 @@ def _unread_rows(graph, groups, group_of):
                 del group_of[n]
 
 
-def _groups(graph):
+def _groups(graph, order):
     """Fusible nodes grouped greedily in topological order, merging a node into a
     producer's group when shapes and dtypes match and no cycle results. Shapes match
     when they differ only in unit dims (a group then iterates over the shape without
     them; views that only add or drop unit dims join as their input's value), except
     in a group with reductions or inline matmuls, whose dims are exact. A reduction
     joins the group of the member it reduces (else it makes a group of its own); it
-    is a group's end: no member of its group may read it."""
+    is a group's end: no member of its group may read it. `order`: the graph's
+    topological order."""
     group_of, groups = {}, []
-    order = graph.topo_order()
     rank = {n: i for i, n in enumerate(order)}
     for n in order:
         data = graph.nx.nodes[n]
@@ -396,7 +399,7 @@ def unit_view(graph, n):
         return False
     # the view of a one-byte-per-element stand-in (calloc'd: no page is touched) keeps
     # the order when it starts at the first byte and steps through it in C order
-    probe = np.zeros(int(np.prod(spec.shape)), np.uint8).reshape(spec.shape)
+    probe = np.zeros(math.prod(spec.shape), np.uint8).reshape(spec.shape)
     moved = data["op"].forward(*rules.join_args(data["op"], {pos: probe}, data["params"]))
     if not isinstance(moved, np.ndarray) or not np.may_share_memory(moved, probe) or \
             moved.shape != tuple(result.shape) or \
@@ -470,14 +473,14 @@ def _replace_group(g, members, products):
     sub, inputs, mapping = Graph(), [], {}
     for n in members:
         args = {}
+        # only elementwise ops broadcast what they read: a matmul (rows and columns)
+        # and a reduction (its iteration space) read inputs whole
+        whole = contraction(g, n) is not None or reduction_dims(g, n) is not None or \
+            n in products
         for pos, u, out in g.args_of(n):
             if u in inside:
                 args[pos] = (mapping[u], 0)  # members have one output each
             else:
-                # only elementwise ops broadcast what they read: a matmul (rows and
-                # columns) and a reduction (its iteration space) read inputs whole
-                whole = contraction(g, n) is not None or \
-                    reduction_dims(g, n) is not None or n in products
                 key = (u, out) if whole else _source(g, u, out)
                 if key not in inputs:
                     inputs.append(key)

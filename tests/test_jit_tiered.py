@@ -256,7 +256,11 @@ def test_quick_code_is_skipped_when_the_disk_cache_has_the_optimized_code(monkey
     def f(t):
         return (t * 3.0).sin().sum(0)
     x = rand(5, 3)
-    ak.jit(f, compile="eager")(x)  # optimized code into the cache
+    # optimized code into the cache: made from quick code's IR (whose small kernels are
+    # scalar loops, compiled.SCALAR_NS), as another process's background compile makes it
+    first = ak.jit(f, compile="background")
+    first(x)
+    assert background.wait(timeout=120)
     jitted = ak.jit(f, compile="background")
     np.testing.assert_allclose(jitted(x).numpy(), np.sin(3 * x.numpy()).sum(0), rtol=1e-12)
     compiled = next(iter(jitted.cache.values()))

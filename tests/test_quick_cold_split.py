@@ -119,3 +119,25 @@ def test_quick_code_with_a_cold_half_agrees_with_optimized_code(monkeypatch):
     got = quick(a, b)
     for u, v in zip(got, want, strict=True):
         np.testing.assert_allclose(u.numpy(), v.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_quick_code_lowers_only_its_smallest_kernels_as_scalar_loops(monkeypatch):
+    monkeypatch.setenv("ADKIT_DISABLE_CACHE", "1")
+    rng = np.random.default_rng(3)  # (b: wide enough for vectors)
+    a, b = ak.tensor(rng.standard_normal((300, 700))), ak.tensor(rng.standard_normal(64))
+    jitted = ak.jit(lambda a, b: ((a * 2.0).exp().sum(1), (b * 3.0).tanh()),
+                    compile="eager")
+    want = jitted(a, b)
+    optimized = next(iter(jitted.cache.values()))
+    assert not any(k.scalar for k in optimized.kernels)  # optimized code keeps vectors
+    assert all(" x double>" in optimized.module.llvm_ir.split(f'@"{k.name}"(')[1]
+               .split("\n}\n")[0] for k in optimized.kernels)
+    quick = Compiled(optimized.graph, "quick", quick=True)
+    small = [k for k in quick.kernels if plan.estimated_ns(k) < compiled_module.SCALAR_NS]
+    assert small and all(k.scalar for k in small)
+    assert not all(k.scalar for k in quick.kernels)
+    for kernel in small:
+        body = quick.module.llvm_ir.split(f'@"{kernel.name}"(')[1].split("\n}\n")[0]
+        assert " x double>" not in body
+    for u, v in zip(quick(a, b), want, strict=True):
+        np.testing.assert_allclose(u.numpy(), v.numpy(), rtol=1e-12, atol=1e-12)

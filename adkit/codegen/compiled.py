@@ -32,6 +32,13 @@ _TOUCH_PIECE = 1 << 22  # what either thread touches at a time (_touched_meanwhi
 # quick code compiles kernels estimated to run under this many ns without optimization
 # (quick_cold)
 QUICK_COLD_NS = 100_000
+# quick code lowers kernels estimated to run under this many ns as scalar code: at
+# GMM large, a fifth of the IR and a third of LLVM's time went to vector loops (with
+# their remainders) over 50-20000 elements, which then run in microseconds either way
+# (141 -> 115 kB of IR; its cold half compiled in 12 ms instead of 32). Optimized code
+# made from scratch keeps its vectors: GMM small's gradient, all small kernels, ran
+# 0.06-0.10 ms with them, 0.11 without.
+SCALAR_NS = 20_000
 # plans with this many kernels or more compile them in modules of their own, on threads
 _SPLIT_KERNELS = 4
 # calls of jitted functions inlined first (one program to optimize); loops: one forward
@@ -60,6 +67,8 @@ class Compiled:
         self.graph = graph
         planner = plan.Planner(graph)
         self.kernels = planner.kernels
+        for kernel in self.kernels:  # (loop bodies' kernels are not the plan's)
+            kernel.scalar = quick and plan.estimated_ns(kernel) < SCALAR_NS
         self.buffers = planner.buffers  # buffers.Buffer objects, by index
         self.steps = planner.steps  # steps.Step objects, run in order
         self._block_sizes = planner.block_sizes

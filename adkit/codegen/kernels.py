@@ -163,6 +163,9 @@ class Kernel:
         # (start, stop) when every call runs the whole outer range on one thread (its
         # KernelCall says so): the loops are then emitted for that range only
         self.fixed_range = None
+        # whether it is lowered as scalar code (no vectors): Compiled says so for the
+        # smallest of a plan's kernels, whose code is then quicker to make
+        self.scalar = False
 
     @property
     def outer_size(self):
@@ -234,7 +237,7 @@ def lower_kernel(kernel, module, vector_bytes):
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     in_ptrs, out_ptrs = list(fn.args[2:2 + n_in]), list(fn.args[2 + n_in:])
     lanes = lanes_for(kernel.dtype, vector_bytes)
-    vectorizable = lanes > 1 and all(s[-1] in (0, 1) for s in kernel.strides) and all(
+    vectorizable = lanes > 1 and not kernel.scalar and all(s[-1] in (0, 1) for s in kernel.strides) and all(
         o.strides[-1] == 1 or (o.combine and o.strides[-1] == 0) for o in kernel.outputs) \
         and (kernel.shape[-1] >= lanes or _static_rows(kernel))  # else never a vector
     lanes = lanes if vectorizable else 1

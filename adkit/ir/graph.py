@@ -212,13 +212,11 @@ class Graph:
         waiting = {n: len(users) for n, users in succ.items()}
         ready = [n for n, count in waiting.items() if count == 0]
         key = {}
+        users_key = key.__getitem__
         while ready:
             n = ready.pop()
-            smallest = n
-            for v in succ[n]:
-                if key[v] < smallest:
-                    smallest = key[v]
-            key[n] = smallest
+            smallest = min(map(users_key, succ[n]), default=n)
+            key[n] = n if n < smallest else smallest
             for u in pred[n]:
                 waiting[u] -= 1
                 if waiting[u] == 0:
@@ -250,8 +248,10 @@ class Graph:
         """[(pos, producer, out)] for node n, by position."""
         # networkx's own adjacency dict (what its views wrap): the views cost more than
         # the sort
-        return sorted([(d["pos"], u, d["out"]) for u, edges in self.nx._pred[n].items()
-                       for d in edges.values()])
+        args = [(d["pos"], u, d["out"]) for u, edges in self.nx._pred[n].items()
+                for d in edges.values()]
+        args.sort()
+        return args
 
     def input_specs(self):
         """The TensorSpec of each input, in order."""

@@ -271,11 +271,10 @@ def fold_constants(g):
     if has_in_place_ops(g):
         return g
     for n in g.topo_order():
-        data = g.nx.nodes[n]
-        args = g.args_of(n)
-        if data["kind"] != "op" or not args:
+        if g.nx.nodes[n]["kind"] != "op":
             continue
-        if all(g.nx.nodes[u]["kind"] == "const" for _, u, _ in args):
+        args = g.args_of(n)
+        if args and all(g.nx.nodes[u]["kind"] == "const" for _, u, _ in args):
             values = _evaluate(g, n)
             if values is not None:
                 _replace_by_consts(g, n, values)

@@ -125,8 +125,7 @@ def _recompute_cheap_reads(g):
         args = {pos: (u, out) for pos, u, out in g.args_of(v)}
         for w in readers[1:]:
             copy = copy_op(g, data, args)
-            for _, _, key, edge in [e for e in g.nx.out_edges(v, keys=True, data=True)
-                                    if e[1] == w]:
+            for key, edge in list(g.nx._succ[v][w].items()):  # (networkx's own dict)
                 g.nx.remove_edge(v, w, key=key)
                 g.nx.add_edge(copy, w, key=key, pos=edge["pos"], out=edge["out"])
 
@@ -494,14 +493,15 @@ def _replace_group(g, members, products):
     if not exported:  # dead code (nothing reads the group): a kernel would have no
         g.nx.remove_nodes_from(members)  # outputs; the members are pure, so they go
         return None
-    for n in exported:
-        sub.add_output((mapping[n], 0))
+    for i, n in enumerate(exported):
+        sub.add_output((mapping[n], 0), i)
     specs = [g.nx.nodes[n]["specs"][0] for n in exported]
     node = g.add_op(FusedKernel, {1 + i: key for i, key in enumerate(inputs)},
                     {"graph": sub}, specs)
     for i, n in enumerate(exported):
-        for _, v, key, edge in list(g.nx.out_edges(n, keys=True, data=True)):
-            if v not in inside:
+        # (networkx's own dict of n's readers: its edge views cost more than the moves)
+        for v, keyed in list(g.nx._succ[n].items()):
+            for key, edge in list(keyed.items()) if v not in inside else ():
                 g.nx.remove_edge(n, v, key=key)
                 g.nx.add_edge(node, v, key=key, pos=edge["pos"], out=i)
     g.nx.remove_nodes_from(members)

@@ -212,10 +212,9 @@ class Graph:
         waiting = {n: len(users) for n, users in succ.items()}
         ready = [n for n, count in waiting.items() if count == 0]
         key = {}
-        users_key = key.__getitem__
-        while ready:
-            n = ready.pop()
-            smallest = min(map(users_key, succ[n]), default=n)
+        for n in ready:  # (ready grows as the loop goes)
+            users = succ[n]
+            smallest = min([key[v] for v in users]) if users else n
             key[n] = n if n < smallest else smallest
             for u in pred[n]:
                 waiting[u] -= 1

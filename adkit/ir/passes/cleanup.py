@@ -14,7 +14,6 @@ into an argument (its shape rule reports an alias) makes evaluation order and al
 part of the meaning, which the IR does not record: `dce` keeps such ops, and `cse`,
 `fold_constants` and `simplify` return such a graph unchanged.
 """
-import networkx as nx
 import numpy as np
 
 from ... import _dispatch, dtypes
@@ -93,9 +92,16 @@ def writes_in_place(graph, n):
 
 
 def has_in_place_ops(graph):
-    # any node will do: no topological sort needed (passes call this on every graph)
-    return any(writes_in_place(graph, n) for n, kind in graph.nx.nodes(data="kind")
-               if kind == "op")
+    # any node will do: no topological sort needed (passes call this on every graph,
+    # so recorded aliases are read here, without writes_in_place's lookups)
+    for n, data in graph.nx._node.items():
+        if data["kind"] != "op":
+            continue
+        aliases = data.get("aliases")
+        if writes_in_place(graph, n) if aliases is None else \
+                aliases.count(None) != len(aliases):
+            return True
+    return False
 
 
 def freeze(value):
@@ -195,9 +201,15 @@ def _drop_unread_outputs(g, n):
 
 
 def _ancestors_and_self(graph, roots):
-    found = set(roots)
-    for r in roots:
-        found |= nx.ancestors(graph.nx, r)
+    """The roots and every node they depend on (one walk up networkx's producer
+    dicts, where a walk per root went over the nodes they share again)."""
+    pred = graph.nx._pred
+    found, stack = set(roots), list(roots)
+    while stack:
+        for u in pred[stack.pop()]:
+            if u not in found:
+                found.add(u)
+                stack.append(u)
     return found
 
 

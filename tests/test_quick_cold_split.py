@@ -141,3 +141,26 @@ def test_quick_code_lowers_only_its_smallest_kernels_as_scalar_loops(monkeypatch
         assert " x double>" not in body
     for u, v in zip(quick(a, b), want, strict=True):
         np.testing.assert_allclose(u.numpy(), v.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_quick_code_lowers_its_slowest_kernels_first_in_a_module_of_their_own(monkeypatch):
+    monkeypatch.setenv("ADKIT_DISABLE_CACHE", "1")
+    monkeypatch.setattr(compiled_module, "kernel_module_groups", lambda n: 0)
+    rng = np.random.default_rng(4)
+    a, b = ak.tensor(rng.standard_normal((300, 700))), ak.tensor(rng.standard_normal(64))
+    jitted = ak.jit(lambda a, b: ((a * 2.0).exp().sum(1), (b * 3.0).tanh()),
+                    compile="eager")
+    want = jitted(a, b)
+    quick = Compiled(next(iter(jitted.cache.values())).graph, "quick", quick=True)
+    cold = compiled_module.quick_cold(quick.steps, quick.kernels)
+    slow = [k.name for k in quick.kernels if not cold(k.name)]
+    early, entry = quick.module.texts
+    assert slow and all(f'define void @"{name}"(' in early for name in slow)
+    assert all(f'declare void @"{name}"(' in entry for name in slow)
+    assert not any("define i64 @\"segment" in line for line in early.splitlines())
+    for u, v in zip(quick(a, b), want, strict=True):
+        np.testing.assert_allclose(u.numpy(), v.numpy(), rtol=1e-12, atol=1e-12)
+    optimized = quick.optimize()  # the same two modules at O3
+    assert optimized.optimized and len(optimized.module.texts) == 2
+    for u, v in zip(optimized(a, b), want, strict=True):
+        np.testing.assert_allclose(u.numpy(), v.numpy(), rtol=1e-12, atol=1e-12)

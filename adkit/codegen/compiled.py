@@ -88,24 +88,31 @@ class Compiled:
 
     def _emit_and_compile(self, name, quick):
         """The plan's native code (None: every step runs on numpy). Its kernels may go
-        to modules of their own (kernel_module_groups, kernel_modules.KernelModules): the
-        entry's module is then compiled on a thread while the kernels are lowered,
-        the first kernel module on another, the last in this thread (LLVM runs
-        without the GIL, beside the Python emitting the rest)."""
+        to modules of their own (_kernel_split): with KernelModules, the entry's module
+        is compiled on a thread while the kernels are lowered, the first kernel module
+        on another, the last in this thread; with EarlyKernels (quick code), their
+        module is compiled on a thread while the entry is emitted (LLVM runs without
+        the GIL, beside the Python emitting the rest)."""
         module = llvm_ir.Module(name="adkit_jit")
         module.triple = runtime.target_machine().triple
         _, vector_bytes = runtime.host_vector_isa()
-        groups = kernel_module_groups(len(self.kernels))
-        split = kernel_modules.KernelModules(self.kernels, module.triple, groups)
+        cold = quick_cold(self.steps, self.kernels)
+        compiles = runtime.Compiles(quick, cold=cold)
+        split = self._kernel_split(module.triple, vector_bytes, cold if quick else None)
+        if isinstance(split, kernel_modules.EarlyKernels):
+            compiles.add(split.text)
         token = kernel_modules.KERNEL_MODULES.set(split)
         try:
             for step in self.steps:
                 step.emit(module, vector_bytes)
+        except BaseException:
+            compiles.wait()
+            raise
         finally:
             kernel_modules.KERNEL_MODULES.reset(token)
         if not module.functions:  # a plan whose steps all run on numpy
+            compiles.wait()
             return None
-        compiles = runtime.Compiles(quick, cold=quick_cold(self.steps, self.kernels))
         try:
             text = str(module)
             for kernels_text in split.texts():
@@ -117,6 +124,17 @@ class Compiled:
         if _config.dump_llvm():
             _config.dump(f"{name} LLVM IR", "\n".join([*compiles.texts, text]), "ll")
         return compiles.finish(text)
+
+    def _kernel_split(self, triple, vector_bytes, cold):
+        """Where the plan's kernels are lowered: modules of their own on a machine with
+        CPUs to spare (kernel_module_groups); else, for quick code (`cold`: its
+        predicate, compiled.quick_cold), its slowest kernels first, in a module of their
+        own compiled on a thread (kernel_modules.EarlyKernels); else in the entry's."""
+        groups = kernel_module_groups(len(self.kernels))
+        early = [k for k in self.kernels if cold is not None and not cold(k.name)]
+        if early and not groups:
+            return kernel_modules.EarlyKernels(early, triple, vector_bytes)
+        return kernel_modules.KernelModules(self.kernels, triple, groups)
 
     # what the disk cache of plans stores (plan_cache.py), besides the object code:
     # everything else a Compiled holds is made from these

@@ -64,13 +64,43 @@ class KernelModules:
                 if str(fn.function_type) != str(declared.function_type):
                     raise RuntimeError(f"{kernel.name} was lowered as {fn.function_type}, "
                                        f"declared as {declared.function_type}")
-            for value in m.global_values:
-                defined = not value.is_declaration if isinstance(value, ir.Function) \
-                    else getattr(value, "initializer", None) is not None
-                if defined and value.name not in self.group_of:
-                    value.linkage = "internal"
+            _localize(m, self.group_of)
             if m.functions:
                 yield str(m)
 
 
-__all__ = ["KERNEL_MODULES", "KernelModules", "kernel_abi"]
+class EarlyKernels:
+    """Kernels lowered before the entry's code, into a module of their own (`text`):
+    quick code's slowest kernels (compiled.quick_cold says which), whose compile at
+    LLVM's level 1 is the longest of a plan's, then runs on a thread while the Python
+    emitting the entry and the other kernels goes on. The entry's module declares them
+    (kernel_abi). As in KernelModules, every other function and global of their module
+    is internal."""
+
+    def __init__(self, plan_kernels, triple, vector_bytes):
+        self.group_of = {kernel.name: 0 for kernel in plan_kernels}
+        m = ir.Module(name="adkit_kernels_early")
+        m.triple = triple
+        for kernel in plan_kernels:
+            kernels.lower_kernel(kernel, m, vector_bytes)
+        _localize(m, self.group_of)
+        self.text = str(m)
+
+    def lower(self, kernel, module, vector_bytes):
+        """`kernel`'s declaration in `module` (its code is in `text`)."""
+        return ir.Function(module, kernel_abi(kernel), name=kernel.name)
+
+    def texts(self):
+        return iter(())  # (its one module's text was made first: `text`)
+
+
+def _localize(module, exported):
+    """Make every function and global `module` defines internal, except `exported`."""
+    for value in module.global_values:
+        defined = not value.is_declaration if isinstance(value, ir.Function) \
+            else getattr(value, "initializer", None) is not None
+        if defined and value.name not in exported:
+            value.linkage = "internal"
+
+
+__all__ = ["KERNEL_MODULES", "EarlyKernels", "KernelModules", "kernel_abi"]

@@ -1,8 +1,10 @@
-"""Passes' in-place forms (ak.ir.passes.editing) and Graph.copy: what jit's pipeline runs
-without a copy per pass must give what the pure passes give, and no graph that someone
-else holds (the traced graph, a pure pass's result, a loop's body) may change."""
+"""Passes' in-place forms (ak.ir.passes.editing), Graph.copy and Graph's builders: what
+jit's pipeline runs without a copy per pass must give what the pure passes give, no
+graph that someone else holds (the traced graph, a pure pass's result, a loop's body)
+may change, and the dicts the builders and copy fill directly are networkx's."""
 import dataclasses
 
+import networkx as nx
 import numpy as np
 import pytest
 
@@ -171,3 +173,42 @@ def test_pipeline_of_user_passes_runs_pure_passes():
     np.testing.assert_allclose(jitted(x).numpy(),
                                (x.logsumexp(1) * x.softmax(1).sum()).numpy())
     assert str(results[0]) == str(g)  # the traced graph, as the user's pass saw it
+
+
+def _orders(g):
+    return ([(n, d) for n, d in g._node.items()],
+            [(u, [(v, list(keyed.items())) for v, keyed in nbrs.items()])
+             for u, nbrs in g._succ.items()],
+            [(v, list(nbrs)) for v, nbrs in g._pred.items()])
+
+
+def test_builders_make_what_networkx_calls_make():
+    """Graph's builders fill networkx's dicts directly: the same dicts, orders and
+    shared key dicts as add_node and add_edge (x * x: two edges from one producer)."""
+    g = ak.trace(lambda x, w: ((x * x) @ w + 1.0).sum(), TensorSpec((3, 4), F64),
+                 TensorSpec((4, 2), F64))
+    replay = nx.MultiDiGraph()
+    for n, data in g.nx._node.items():  # each builder: the node, then its arguments
+        replay.add_node(n, **data)
+        for pos, u, out in g.args_of(n):
+            replay.add_edge(u, n, key=pos, pos=pos, out=out)
+    assert _orders(g.nx) == _orders(replay)
+    for u, v, _ in g.nx.edges(keys=True):
+        assert g.nx._succ[u][v] is g.nx._pred[v][u]
+    square = next(n for n in g.op_nodes() if len(g.args_of(n)) == 2 and
+                  g.args_of(n)[0][1] == g.args_of(n)[1][1])
+    assert list(g.nx._pred[square][g.args_of(square)[0][1]]) == [0, 1]
+
+
+def test_builders_clear_networkx_caches_and_keep_its_behaviour_for_strays():
+    g = ak.trace(lambda x: x.exp(), TensorSpec((3,), F64))
+    cache = getattr(g.nx, "__networkx_cache__", None)
+    if cache is not None:
+        cache["something"] = 1
+        g.add_op(ak.ir.ops.Sin, g.op_nodes()[0])
+        assert "something" not in cache
+    stray = g.add_op_node(ak.ir.ops.Sin, {0: (99, 0)}, {}, [TensorSpec((3,), F64)])
+    assert 99 in g.nx and g.nx.nodes[99] == {}  # as networkx's add_edge makes it
+    with pytest.raises(ak.ir.GraphError):
+        g.validate()
+    assert stray in g.nx

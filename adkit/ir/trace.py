@@ -184,11 +184,9 @@ def _inferred(cls, specs_in, params):
     if _memoizable(cls):
         try:  # specs_in is in position order (built from split_args' tensors)
             key = (cls, tuple(specs_in.items()), _plain(params) if params else _NO_PARAMS)
-            hash(key)
+            found = _INFERRED.get(key)  # (hashes the key: a dtype's hash is Python's)
         except TypeError:  # an unhashable or unfamiliar param: inferred each time
-            key = None
-    if key is not None:
-        found = _INFERRED.get(key)
+            key = found = None
         if found is not None:
             return found
     inferred = rules.infer(cls, specs_in, params)
@@ -271,9 +269,11 @@ def _source_name(filename):
 
 def _user_source():
     """file:line of the innermost frame outside adkit (where the user called the op)."""
+    names = _SOURCE_NAMES
     frame = sys._getframe(2)
-    while frame is not None:
-        name = _source_name(frame.f_code.co_filename)
+    while frame is not None:  # (~10 frames a node: the known names looked up inline)
+        filename = frame.f_code.co_filename
+        name = names[filename] if filename in names else _source_name(filename)
         if name is not None:
             return f"{name}:{frame.f_lineno}"
         frame = frame.f_back

@@ -5,12 +5,14 @@ forged and stale entries are misses; concurrent writers leave whole entries; res
 plans compute what their originals do (fuzzer programs, gradients, pytrees, failed
 index checks)."""
 import hashlib
+import json
 import os
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
+import networkx as nx
 import numpy as np
 import pytest
 
@@ -158,19 +160,53 @@ def test_damaged_forged_and_stale_entries_are_misses(cache):
     path.write_bytes(data[:-10] + b"0123456789")  # its sha256 no longer matches
     assert plan_cache.load(k) is None
 
-    def forge(document, *chunks):
-        header = np.array([2 + len(chunks), len(document), 0, *map(len, chunks)],
-                          "<u8").tobytes()
-        disk_cache.store(k, [header, document, b"", *chunks], ".plan", plan_cache._MAGIC)
+    def forge(plan, graphs=b"[]", blobs=(), head=None):
+        head = head or {"format": plan_cache.FORMAT, "native": 0, "blobs": len(blobs),
+                        "blas": False, "pool": False}
+        chunks = [json.dumps(head).encode(), plan, graphs, *blobs]
+        header = np.array([len(chunks), *map(len, chunks)], "<u8").tobytes()
+        disk_cache.store(k, [header, *chunks], ".plan", plan_cache._MAGIC)
     # an entry naming a class outside adkit, which must never be called
-    forge(b'{"format": "adkit-plan-1", "state": ["o", 0, ["c", "os", "system"], []]}',
-          b"")
+    forge(b'{"state": ["o", 0, ["c", 1, "os", "system"], []]}')
     assert plan_cache.load(k) is None
-    forge(b'["l", 0, [["r", 5]]]', b"")  # a reference to nothing
+    forge(b'["o", 0, ["t", [1]], []]')  # an object of something that is not a class
     assert plan_cache.load(k) is None
-    text, blobs = plan_codec.encode({"format": "adkit-plan-0", "state": {}})
-    forge(text.encode(), b"", *blobs)  # an older format
+    forge(b'["l", 0, [["r", 5]]]')  # a reference to nothing
     assert plan_cache.load(k) is None
+    text, graphs, blobs = plan_codec.encode({"state": {}})
+    forge(text.encode(), graphs.encode(), blobs, head={"format": "adkit-plan-0",
+                                                        "native": 0, "blobs": 0})
+    assert plan_cache.load(k) is None  # an older format
+    forge(text.encode(), graphs.encode(), [b"1"], head={"format": plan_cache.FORMAT,
+                                                         "native": 0, "blobs": 0})
+    assert plan_cache.load(k) is None  # chunks its header does not count
+
+
+def test_a_forged_graph_is_never_run_and_never_read(cache, monkeypatch):
+    """The plan's graphs are read when first used (plan_codec._Unread): what a forged
+    entry puts there is refused then, and its classes never called."""
+    x = ak.tensor(np.linspace(-1, 1, 50))
+    k, compiled, _ = _stored(lambda t: (t * 2.0).sin(), x)
+    path = next(cache.rglob("*.plan"))
+    data = disk_cache.load(k, ".plan", plan_cache._MAGIC)
+    head, text, _, blobs, objects, texts = plan_cache._split(data)
+    graph = dict(json.loads(text)[2])["graph"]  # ["o", i, class, [[name, value]...]]
+    index = dict(graph[3])["nx"][1]  # ["x", j]: read from the graphs' text
+    called = []
+    monkeypatch.setattr(os, "system", lambda *a: called.append(a))
+    for graphs in (f'[[{index}, ["o", 9999, ["c", 9998, "os", "system"], []], {{}}, {{}}, '
+                   '{}]]', '[]', '[[0, {}, {}, {}, {}]]'):
+        chunks = [json.dumps(head).encode(), text.encode(), graphs.encode(),
+                  *map(bytes, [*blobs, *objects, *texts])]
+        header = np.array([len(chunks), *map(len, chunks)], "<u8").tobytes()
+        disk_cache.store(k, [header, *chunks], ".plan", plan_cache._MAGIC)
+        restored = plan_cache.load(k)
+        _same(restored.run_checked([x]), compiled(x))  # (jit's calls: no graph read)
+        with pytest.raises(ValueError, match="graph"):
+            len(restored.graph.nx)
+        with pytest.raises(ValueError, match="graph"):  # and says so each time
+            restored.graph.nx.nodes
+    assert not called and path.exists()
 
 
 def test_the_code_fingerprint_follows_every_module(tmp_path):
@@ -241,3 +277,61 @@ def test_concurrent_stores_in_one_process(cache):
     _same(plan_cache.load(k)(x), compiled(x))
     assert hashlib.sha256(next(cache.rglob("*.plan")).read_bytes()).digest()
     assert not list(cache.rglob("*.tmp"))
+
+
+def test_restored_graphs_are_read_when_first_used(cache):
+    """A hit's graphs wait in their entry until something uses them (plan_codec's
+    _Unread); then they are plain networkx graphs holding what was stored, read once
+    however many threads ask."""
+    rng = np.random.default_rng(1)
+    x, w = ak.tensor(rng.standard_normal((16, 8))), ak.tensor(rng.standard_normal((8, 4)))
+    _, compiled, restored = _stored(ak.func.grad(lambda w, x: (x @ w).tanh().sum()), w, x)
+    assert type(restored.graph.__dict__["nx"]) is not nx.MultiDiGraph  # not read yet
+    graphs = []
+    threads = [threading.Thread(target=lambda: graphs.append(list(
+        restored.graph.nx.nodes(data="kind")))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert type(restored.graph.nx) is nx.MultiDiGraph
+    assert graphs == [list(compiled.graph.nx.nodes(data="kind"))] * 4
+    assert plan_codec.digest(restored.graph) == plan_codec.digest(compiled.graph)
+    _same(restored(w, x), compiled(w, x))  # (a call through the graph's input checks)
+
+
+def test_the_digest_names_values_exactly():
+    """Different data, different digests (types, values, order, nesting); equal data,
+    equal digests, however it is shared or a set is ordered."""
+    from adkit.ir.graph import Value
+    from adkit.ir.rules import TensorSpec
+    values = [1, 1.0, True, "1", b"1", None, 0, 0.0, -0.0, float("nan"), 1j, (1,), [1],
+              {1: 1}, {"1": 1}, {1.0: 1}, {True: 1}, (1, 2), (2, 1), (1, (2,)), ((1,), 2),
+              [(1,)], ([1],), {1}, frozenset({1}), slice(1), slice(1, None), ...,
+              np.float64(1), np.float32(1), np.int64(1), np.dtype("f8"), np.dtype("f4"),
+              np.ones(2), np.ones(2, np.float32), np.ones((2, 1)), np.zeros(2), ak.float64,
+              ak.float32, TensorSpec((2,), ak.float64), ((2,), ak.float64),
+              TensorSpec((2,), ak.float32), Value(1, 0), (1, 0), ak.tensor(np.ones(2)),
+              "@Dfloat64", "a, b", ("a", "b"), ("a, b",), {"a": (1,)}, {"a": 1, "b": 2},
+              {"b": 2, "a": 1}, nx.MultiDiGraph(), ak.ops.unary.Exp, ak.ops.unary.Log]
+    digests = [plan_codec.digest(v) for v in values]
+    assert len(set(digests)) == len(values)
+
+    def make():
+        shared = [np.arange(3.0), {"k": (1, 2.5, None)}]
+        return {"s": {"b", "a", "c"}, "x": (shared, shared), "t": TensorSpec((3,), ak.int64)}
+    one, other = make(), make()
+    other["s"] = {"c", "a", "b"}
+    other["x"] = (other["x"][0], list(other["x"][0]))  # equal, not shared
+    assert plan_codec.digest(one) == plan_codec.digest(other)
+
+
+def test_what_the_digest_refuses():
+    class Mine:
+        pass
+    cycle = []
+    cycle.append(cycle)
+    for value in (lambda: 0, Mine(), Mine, cycle, np.array([None]),
+                  ak.tensor(np.ones(2), requires_grad=True)):
+        with pytest.raises(plan_codec.NotData):
+            plan_codec.digest(value)

@@ -8,33 +8,36 @@ values (plan_codec.py) or plan (compiled.py).
 
 Key: a sha256 of the traced graph's data (ops by class name, their parameters, shapes,
 dtypes, constants' bytes, edges, the source lines ops were traced at; argument and
-result structure: plan_codec.digest) and of everything the plan and its code depend
+result structure: plan_digest.digest) and of everything the plan and its code depend
 on: this cache's format, adkit's code (each module's size and modification time: an
 edited adkit never reads an older entry), numpy's and Python's versions, LLVM's and
 the CPU's (runtime.version_key), the threads plans split work over, the ADKIT_*
 settings, jit's passes. Only jit's own pipeline is cached (a user's passes are
 functions, known to this process only), and no graph that reads a tensor requiring
 grad (its calls read the parameter live).
-Value: the optimized Compiled's plan_state() (the graph after the passes and its plan,
-as data) with its optimized object code and LLVM IR. A hit decodes the plan and loads
-the object code: ~2-10 ms where the passes, planning, IR and quick code took 10-250.
-An entry that cannot be read, decoded or linked is a miss (compiled again, and then
-overwritten).
+Value: one file: a JSON header (format, counts, what the code calls), the optimized
+Compiled's plan_state() as plan_codec writes it (the plan, then its graphs' contents,
+which are read when first used: a run needs the plan only), the arrays' bytes, the
+object code and the LLVM IR (read when asked for). A hit links the object code on a
+thread while it decodes the plan. An entry that cannot be read, decoded or linked is a
+miss (compiled again, and then overwritten).
 """
 import functools
 import hashlib
+import json
 import os
 import struct
 import sys
+import threading
 
 import numpy as np
 
 from .. import _config
-from . import disk_cache, plan_codec, pool, runtime
+from . import disk_cache, plan_codec, plan_digest, pool, runtime
 from .compiled import OPTIMIZE, Compiled
 
-FORMAT = "adkit-plan-2"
-_MAGIC = b"adkit-plan-2\n"
+FORMAT = "adkit-plan-3"
+_MAGIC = b"adkit-plan-3\n"
 _SUFFIX = ".plan"
 _ADKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # settings that say where the cache is or what is dumped, not what is compiled
@@ -63,14 +66,20 @@ def code_fingerprint():
     return directory_fingerprint(_ADKIT_DIR)
 
 
+@functools.lru_cache(maxsize=None)
+def _host():
+    """What code depends on that a process cannot change: numpy's, Python's and
+    LLVM's versions, the CPU (runtime.version_key asks LLVM each time)."""
+    return np.__version__, sys.version, runtime.version_key()
+
+
 def _settings():
     """What plans and code depend on besides the graph and adkit's code."""
     env = sorted((k, v) for k, v in os.environ.items()
                  if k.startswith("ADKIT_") and not k.startswith(_NOT_CODEGEN))
     passes = [f"{p.__module__}.{p.__qualname__}" for p in OPTIMIZE.passes]
-    return repr((FORMAT, code_fingerprint(), np.__version__, sys.version,
-                 runtime.version_key(), runtime.mvec_available(), pool.planned_threads(),
-                 runtime.target_vector_bytes(), env, passes))
+    return repr((FORMAT, code_fingerprint(), _host(), runtime.mvec_available(),
+                 pool.planned_threads(), runtime.target_vector_bytes(), env, passes))
 
 
 def key(graph, passes):
@@ -83,7 +92,7 @@ def key(graph, passes):
     if any(data.get("requires_grad") for _, data in graph.nx.nodes(data=True)):
         return None
     try:
-        traced = plan_codec.digest(graph)
+        traced = plan_digest.digest(graph)
     except plan_codec.NotData:
         return None
     return hashlib.sha256((_settings() + "\n" + traced).encode()).hexdigest()
@@ -91,45 +100,68 @@ def key(graph, passes):
 
 def load(k):
     """The Compiled stored under key k (optimized code), or None: none stored, or an
-    entry that cannot be read, decoded or linked (a damaged or foreign file)."""
+    entry that cannot be read, decoded or linked (a damaged or foreign file). The
+    object code is linked on a thread while the plan is decoded (LLVM runs without
+    the GIL)."""
     if k is None:
         return None
     data = disk_cache.load(k, _SUFFIX, _MAGIC)
     if data is None:
         return None
+    linking = None
     try:
-        text, chunks = _split(data)
-        entry = plan_codec.decode(text.decode(), chunks)
-        if entry.get("format") != FORMAT:
+        head, text, graphs, blobs, objects, texts = _split(data)
+        if head.get("format") != FORMAT:
             return None
-        n = entry["native"]
-        objects, texts = chunks[-2 * n:-n] if n else [], chunks[-n:] if n else []
-        compiled = Compiled.restored(entry["state"], lambda: _native(entry, objects, texts))
+        linking = _Linking(head, objects, texts) if objects else None
+        state = plan_codec.decode(text, blobs, graphs)
+        compiled = Compiled.restored(state, linking.result if linking else lambda: None)
     except Exception:  # noqa: BLE001 -- any damage is a miss: the signature compiles
+        if linking is not None:
+            linking.thread.join()
         return None
     compiled.plan_key = k
     return compiled
 
 
-def _native(entry, objects, texts):
-    """The stored object code loaded, with what it calls loaded first."""
-    if not objects:
-        return None
-    runtime.mvec_available()
-    if entry["blas"]:
-        runtime.blas_library()
-    if entry["pool"]:
-        pool.ensure()  # registers the pool's entry point before the code is linked
-    return runtime.from_object_code(lambda: [bytes(t).decode() for t in texts],
-                                    [bytes(o) for o in objects])
+class _Linking:
+    """The stored object code loaded on a thread of its own, with what it calls loaded
+    first; `result()` gives its NativeModule (or raises what linking raised)."""
+
+    def __init__(self, head, objects, texts):
+        self.head, self.objects, self.texts = head, objects, texts
+        self.native = self.error = None
+        self.thread = threading.Thread(target=self._run, name="adkit-plan-link",
+                                       daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        try:
+            runtime.mvec_available()
+            if self.head["blas"]:
+                runtime.blas_library()
+            if self.head["pool"]:
+                pool.ensure()  # registers the pool's entry point before the code is linked
+            texts = self.texts
+            self.native = runtime.from_object_code(
+                lambda: [bytes(t).decode() for t in texts], [bytes(o) for o in self.objects])
+        except BaseException as e:  # noqa: BLE001 -- result() raises it in the caller
+            self.error = e
+
+    def result(self):
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.native
 
 
 def _split(data):
-    """(json bytes, [the other chunks]) of an entry's payload: the arrays' bytes, then
-    each module's object code, then each module's IR."""
+    """(header, plan text, graphs text, [blobs], [object code], [IR text]) of an
+    entry's payload: chunk lengths, then the chunks: a JSON header, the plan's JSON,
+    its graphs' JSON, the arrays' bytes, each module's object code and IR."""
     view = memoryview(data)
     (count,) = struct.unpack_from("<Q", view, 0)
-    if not 1 <= count < 1 << 20:
+    if not 3 <= count < 1 << 20:
         raise ValueError("not a plan cache entry")
     lengths = struct.unpack_from(f"<{count}Q", view, 8)
     chunks, at = [], 8 * (count + 1)
@@ -138,7 +170,14 @@ def _split(data):
         at += n
     if at != len(view):
         raise ValueError("a plan cache entry of the wrong length")
-    return bytes(chunks[0]), chunks[1:]
+    head = json.loads(bytes(chunks[0]))
+    blobs, native = head["blobs"], head["native"]  # (TypeError if not a dict)
+    if not (type(blobs) is int and type(native) is int and 0 <= blobs and
+            0 <= native and 3 + blobs + 2 * native == count):
+        raise ValueError("a plan cache entry of the wrong shape")
+    rest = chunks[3:]
+    return (head, bytes(chunks[1]).decode(), bytes(chunks[2]).decode(), rest[:blobs],
+            rest[blobs:blobs + native], rest[blobs + native:])
 
 
 def store(k, compiled):
@@ -157,14 +196,15 @@ def write(k, compiled):
         return
     texts = module.texts if module is not None else []
     try:
-        text, blobs = plan_codec.encode({
-            "format": FORMAT, "state": compiled.plan_state(), "native": len(texts),
-            "blas": any("cblas_" in t for t in texts),
-            "pool": any(pool.RUN_NAME in t for t in texts)})
+        text, graphs, blobs = plan_codec.encode(compiled.plan_state())
     except plan_codec.NotData:
         return
+    head = {"format": FORMAT, "native": len(texts), "blobs": len(blobs),
+            "blas": any("cblas_" in t for t in texts),
+            "pool": any(pool.RUN_NAME in t for t in texts)}
     objects = module.object_code if module is not None else []
-    chunks = [text.encode(), *blobs, *map(bytes, objects), *(t.encode() for t in texts)]
+    chunks = [json.dumps(head).encode(), text.encode(), graphs.encode(), *blobs,
+              *map(bytes, objects), *(t.encode() for t in texts)]
     header = struct.pack(f"<{len(chunks) + 1}Q", len(chunks), *map(len, chunks))
     disk_cache.store(k, [header, *chunks], _SUFFIX, _MAGIC)
     compiled.plan_key = k

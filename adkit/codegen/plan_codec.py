@@ -1,9 +1,9 @@
 """Plans as data: a compiled program's graph and plan written as JSON plus raw array
 bytes, and read back, for the disk cache of plans (plan_cache.py).
 
-Owns: `encode(obj) -> (json text, blobs)`, `decode(text, blobs)`, `digest(obj)` (a
-stable hash of a value: the traced graph's part of a plan cache key) and `NotData`.
-Does not: read or write files (disk_cache.py), decide what is cached (plan_cache.py).
+Owns: `encode(obj) -> (json text, later json text, blobs)`, `decode(text, blobs,
+later)` and `NotData`. Does not: read or write files (disk_cache.py), decide what is
+cached (plan_cache.py), hash (plan_digest.py: `digest` here is its).
 
 What it writes is data: None, bools, ints, floats, strings and bytes; tuples, lists,
 dicts and sets; numpy arrays, dtypes and scalars; slices; adkit tensors and dtypes;
@@ -17,11 +17,16 @@ Shared objects stay shared (each mutable one is written once, then referred to),
 a plan's steps and its buffer list still see the same Layouts and kernels.
 An attribute a class names in `unstored_attributes` (what linking sets: a ctypes
 entry point) is not written and reads back as None.
+Networkx graphs' nodes and edges are written last, in a text of their own ("later"),
+and read when a graph is first used (_Unread): a plan's run needs its steps, not its
+graphs (GMM large: ~4.5 of ~8 ms of decoding were its graph's). Everything the rest
+of the plan shares with a graph is then written before it, so reading the plan never
+needs the later text.
 """
-import hashlib
 import importlib
 import json
 import sys
+import threading
 
 import networkx as nx
 import numpy as np
@@ -47,7 +52,7 @@ def _is_adkit(module):
     return module == "adkit" or module.startswith("adkit.")
 
 
-def _class_ref(cls):
+def class_ref(cls):
     module, qualname = cls.__module__, cls.__qualname__
     if module == "builtins":
         if _BUILTIN_TYPES.get(qualname) is cls:
@@ -58,7 +63,7 @@ def _class_ref(cls):
 
 
 def _find_class(module, qualname):
-    """The class a ["c", module, qualname] names, or ValueError."""
+    """The class a ["c", i, module, qualname] names, or ValueError."""
     if module == "builtins":
         found = _BUILTIN_TYPES.get(qualname)
     elif isinstance(module, str) and _is_adkit(module):
@@ -72,7 +77,7 @@ def _find_class(module, qualname):
     return found
 
 
-def _attributes(obj):
+def attributes(obj):
     """(name, value) of an object's state: its __dict__ and slots."""
     names = list(getattr(obj, "__dict__", {}))
     for cls in type(obj).__mro__:
@@ -83,15 +88,22 @@ def _attributes(obj):
             if name not in skip and hasattr(obj, name)]
 
 
-class _Encoder:
-    """One encoding. `hashing`: arrays as digests of their bytes, sets in a canonical
-    order (a key, never decoded)."""
+def plain_dtype(dtype):
+    """A numpy dtype's str, or NotData for one that is not plain data."""
+    if dtype.hasobject or dtype.fields is not None:
+        raise NotData(f"numpy dtype {dtype} is not plain data")
+    return dtype.str
 
-    def __init__(self, hashing=False):
-        self.hashing = hashing
-        self.memo = {}  # id -> index of a mutable object written already
+
+class _Encoder:
+    """One encoding: mutable objects and classes are numbered when first written (then
+    referred to); networkx graphs' contents wait in `later` until the rest is written."""
+
+    def __init__(self):
+        self.memo = {}  # id -> index of a mutable object (or class) written already
         self.alive = []  # keeps memoized objects alive, so their ids stay theirs
         self.blobs = []
+        self.later = []  # (index, graph) of graphs whose contents are not written yet
 
     def _remember(self, x):
         index = self.memo[id(x)] = len(self.memo)
@@ -104,9 +116,6 @@ class _Encoder:
             return x
         if t is tuple:
             return ["t", [self.value(v) for v in x]]
-        if self.hashing and (t is list or t is dict):  # sharing does not change a hash
-            items = x.items() if t is dict else enumerate(x)
-            return [t.__name__[0], [[self.value(k), self.value(v)] for k, v in items]]
         index = self.memo.get(id(x))
         if index is not None:
             return ["r", index]
@@ -122,12 +131,9 @@ class _Encoder:
         if t is np.ndarray:
             return self._array(x)
         if t is set or t is frozenset:
-            items = [self.value(v) for v in x]
-            if self.hashing:
-                items.sort(key=json.dumps)
-            return ["s" if t is set else "f", items]
+            return ["s" if t is set else "f", [self.value(v) for v in x]]
         if isinstance(x, np.generic):
-            return ["ns", self._dtype(x.dtype), x.tobytes().hex()]
+            return ["ns", plain_dtype(x.dtype), x.tobytes().hex()]
         if t is slice:
             return ["sl", self.value(x.start), self.value(x.stop), self.value(x.step)]
         if t is bytes:
@@ -137,62 +143,32 @@ class _Encoder:
         if x is Ellipsis:
             return ["E"]
         if isinstance(x, np.dtype):
-            return ["nd", self._dtype(x)]
+            return ["nd", plain_dtype(x)]
         if isinstance(x, type):
-            return _class_ref(x)
+            _, module, qualname = class_ref(x)  # NotData unless adkit's (or a builtin)
+            return ["c", self._remember(x), module, qualname]
         if t is dtypes.DType:
             return ["dt", x.np.str]
         if isinstance(x, Tensor):
             return self._tensor(x)
-        if t is nx.MultiDiGraph:
-            return self._nx(x)
+        if t is nx.MultiDiGraph or t is _Unread:
+            i = self._remember(x)
+            self.later.append((i, x))
+            return ["x", i]
         if t in _IR_TYPES.values() or t is ir.IntType:  # a native call's element type
             return ["ir", str(x)]
         if isinstance(x, tuple) and hasattr(t, "_fields"):
-            return ["n", _class_ref(t), [self.value(v) for v in x]]
+            return ["n", self.value(t), [self.value(v) for v in x]]
         if t.__new__ is object.__new__ and not isinstance(x, BaseException):
-            cls = _class_ref(t)  # NotData unless adkit's
+            cls = self.value(t)  # NotData unless adkit's
             i = self._remember(x)
-            return ["o", i, cls, [[name, self.value(v)] for name, v in _attributes(x)]]
+            return ["o", i, cls, [[name, self.value(v)] for name, v in attributes(x)]]
         raise NotData(f"{t.__module__}.{t.__qualname__} is not data")
 
-    def _text(self, x):
-        """A string naming x exactly, for hashing: each kind of value written in a form
-        no other kind can take (quoted strings, f-prefixed floats, bracketed tuples and
-        dicts, S/D/C-prefixed specs, dtypes and classes, J and the general encoding for
-        anything else), so equal strings mean equal values."""
-        t = type(x)
-        if t is str or t is int or t is bool or x is None:
-            return repr(x)
-        if t is float:
-            return "f" + repr(x)
-        if t is tuple:
-            return "(" + ",".join([self._text(v) for v in x]) + ")"
-        if t is dict:
-            return "{" + ",".join([f"{self._text(k)}:{self._text(v)}"
-                                   for k, v in x.items()]) + "}"
-        if t is TensorSpec:
-            return f"S{self._text(tuple(x.shape))}{self._text(x.dtype)}"
-        if t is dtypes.DType:
-            return "D" + x.name
-        if isinstance(x, type):
-            _, module, qualname = _class_ref(x)
-            return f"C{module}:{qualname}"
-        return "J" + json.dumps(self.value(x), separators=(",", ":"))
-
-    @staticmethod
-    def _dtype(dtype):
-        if dtype.hasobject or dtype.fields is not None:
-            raise NotData(f"numpy dtype {dtype} is not plain data")
-        return dtype.str
-
     def _array(self, a):
-        dtype = self._dtype(a.dtype)
+        dtype = plain_dtype(a.dtype)
         i = self._remember(a)
-        data = np.ascontiguousarray(a).tobytes()
-        if self.hashing:
-            return ["a", i, hashlib.sha256(data).hexdigest(), dtype, list(a.shape)]
-        self.blobs.append(data)
+        self.blobs.append(np.ascontiguousarray(a).tobytes())
         return ["a", i, len(self.blobs) - 1, dtype, list(a.shape), bool(a.flags.writeable)]
 
     def _tensor(self, t):
@@ -201,43 +177,36 @@ class _Encoder:
         i = self._remember(t)
         return ["T", i, self.value(t._data)]
 
-    def _nx(self, g):
-        i = self._remember(g)
-        if self.hashing:  # a text of its own: ~2x quicker than the general encoding
-            nodes = ";".join(f"{self._text(n)}={self._text(data)}"
-                             for n, data in g._node.items())
-            edges = ";".join(f"{self._text(u)}>{self._text(v)}#{self._text(k)}"
-                             f"{self._text(d)}" for u, nbrs in g._adj.items()
-                             for v, keyed in nbrs.items() for k, d in keyed.items())
-            return ["xh", i, self.value(g.graph), nodes, edges]
-        out = ["x", i, self.value(g.graph), self.value(g._node), self.value(g._adj)]
-        out.append(None if self.hashing else self.value(g._pred))  # (in decoding order)
+    def graphs(self):
+        """The contents of the graphs written so far, and of those they hold: [index,
+        graph attributes, nodes, successors, predecessors] each."""
+        out = []
+        while self.later:
+            i, g = self.later.pop(0)
+            out.append([i, self.value(g.graph), self.value(g._node), self.value(g._adj),
+                        self.value(g._pred)])
         return out
 
 
 def encode(obj):
-    """(JSON text, [bytes]) of obj; NotData if some part of it is not data."""
+    """(JSON text, JSON text of its graphs' contents, [bytes]) of obj; NotData if some
+    part of it is not data."""
     encoder = _Encoder()
     text = json.dumps(encoder.value(obj), separators=(",", ":"))
-    return text, encoder.blobs
+    later = json.dumps(encoder.graphs(), separators=(",", ":"))
+    return text, later, encoder.blobs
 
 
 def digest(obj):
-    """A hex sha256 of obj's encoding (arrays by their bytes' digests; sets in a sorted
-    order; shared lists and dicts written each time): equal for equal data across
-    processes; NotData if obj is not data (or holds a cycle of lists or dicts)."""
-    try:
-        encoded = _Encoder(hashing=True).value(obj)
-    except RecursionError:
-        raise NotData("a cycle of lists or dicts") from None
-    text = json.dumps(encoded, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    """plan_digest.digest (a stable hash of obj's data)."""
+    return plan_digest.digest(obj)
 
 
 class _Decoder:
-    def __init__(self, blobs):
+    def __init__(self, blobs, graphs):
         self.blobs = blobs
         self.table = {}
+        self.graphs = _Graphs(self, graphs)  # the graphs' contents, read when needed
 
     def value(self, v):
         if type(v) is not list:
@@ -303,11 +272,19 @@ class _Decoder:
         raise ValueError(f"no LLVM type {name!r}")
 
     def _c(self, v):
-        key = (v[1], v[2])
+        key = (v[2], v[3])
         found = _CLASSES.get(key)
         if found is None:
             found = _CLASSES[key] = _find_class(*key)
+        self.table[v[1]] = found
         return found
+
+    def _class(self, v):
+        """The class an encoded ["c", ...] or ["r", i] names (ValueError if not one)."""
+        cls = self.value(v)
+        if not isinstance(cls, type):
+            raise ValueError("not a class")
+        return cls
 
     def _dt(self, v):
         return dtypes.from_numpy_dtype(v[1])
@@ -326,19 +303,17 @@ class _Decoder:
         return tensor
 
     def _x(self, v):
-        g = self.table[v[1]] = nx.MultiDiGraph()
-        g.graph.update(self.value(v[2]))
-        node, adj, pred = self.value(v[3]), self.value(v[4]), self.value(v[5])
-        g._node, g._adj, g._pred = node, adj, pred  # _adj sets _succ too
+        g = self.table[v[1]] = object.__new__(_Unread)
+        object.__setattr__(g, "_plan_graphs", self.graphs)
         return g
 
     def _n(self, v):
         value = self.value
-        return tuple.__new__(value(v[1]), [x if type(x) is not list else value(x)
-                                           for x in v[2]])
+        return tuple.__new__(self._class(v[1]), [x if type(x) is not list else value(x)
+                                                 for x in v[2]])
 
     def _o(self, v):
-        cls = self.value(v[2])
+        cls = self._class(v[2])
         plain = _PLAIN_CLASSES.get(cls)
         if plain is None:
             if cls.__new__ is not object.__new__:
@@ -365,9 +340,69 @@ _HANDLERS = {name[1:]: f for name, f in vars(_Decoder).items()
              if name.startswith("_") and not name.startswith("__") and callable(f)}
 
 
-def decode(text, blobs):
-    """The object encode() wrote; ValueError (or another error) for damaged data."""
-    return _Decoder(blobs).value(json.loads(text))
+def decode(text, blobs, graphs):
+    """The object encode() wrote (its text, blobs and graphs' text); ValueError (or
+    another error) for damaged data. Its networkx graphs are read when first used."""
+    return _Decoder(blobs, graphs).value(json.loads(text))
+
+
+class _Graphs:
+    """The contents of a decoding's networkx graphs: read, all at once and once, when a
+    graph is first used (they may share objects)."""
+
+    def __init__(self, decoder, text):
+        self.decoder, self.text = decoder, text
+        self.lock = threading.Lock()
+        self.error = None
+
+    def read(self):
+        with self.lock:
+            if self.error is not None:
+                raise ValueError("the plan's graphs could not be read") from self.error
+            if self.decoder is None:
+                return
+            try:
+                for entry in json.loads(self.text):
+                    self._fill(*entry)
+            except Exception as e:  # noqa: BLE001 -- each later use says so
+                self.error = e
+                raise ValueError("the plan's graphs could not be read") from e
+            finally:
+                self.decoder = self.text = None  # (and the blobs and objects it held)
+
+    def _fill(self, index, graph, node, adj, pred):
+        g, value = self.decoder.table[index], self.decoder.value
+        if type(g) is not _Unread:
+            raise ValueError("not a graph")
+        graph, node, adj, pred = value(graph), value(node), value(adj), value(pred)
+        if not all(type(d) is dict for d in (graph, node, adj, pred)):
+            raise ValueError("not a graph")
+        object.__setattr__(g, "__class__", nx.MultiDiGraph)  # (a plain graph from now)
+        g.__dict__.clear()
+        nx.MultiDiGraph.__init__(g)
+        g.graph.update(graph)
+        g._node, g._adj, g._pred = node, adj, pred  # (_adj sets _succ too)
+
+
+class _Unread(nx.MultiDiGraph):
+    """A networkx graph not read yet: the first use of any attribute reads it (and
+    every graph of its entry), and it is then a plain MultiDiGraph."""
+
+    def __getattribute__(self, name):
+        _read(self)
+        return object.__getattribute__(self, name)
+
+    def __setattr__(self, name, value):
+        _read(self)
+        object.__setattr__(self, name, value)
+
+
+def _read(g):
+    if type(g) is _Unread:
+        object.__getattribute__(g, "_plan_graphs").read()
+        if type(g) is _Unread:  # (its entry did not have it)
+            raise ValueError("the plan's graph was not in its entry")
 
 
 __all__ = ["NotData", "decode", "digest", "encode"]
+from . import plan_digest  # noqa: E402 -- (it uses this module's helpers)

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import func
 from ..autograd import forward_ad, grad as autograd_grad
-from ..codegen import jit
+from ..codegen import compiled, jit
 from ..codegen.jit import OPTIMIZE
 from ..ir import passes, trace
 from ..tensor import tensor
@@ -202,15 +202,36 @@ def check_jit(fn, arrays, ctx, reference=None):
            atol=1e-11)
     _close(_np(jit(fn)(*_tensors(arrays))), want, "jit's numpy tier (first call of "
            'compile="background") vs eager', rtol=1e-9, atol=1e-11)
+    quick = _quick_code(native.lower(*_tensors(arrays)), ctx.rng)
+    _close(_np(quick(*_tensors(arrays))), want, "jit's quick code (first calls of a big "
+           "graph) vs eager", rtol=1e-9, atol=1e-11)
+
+
+def _quick_code(graph, rng):
+    """The quick code of an optimized graph, as a big graph's first calls run it, with
+    thresholds drawn so that a small program's kernels are also slow ones (lowered
+    first, in a module of their own), cold ones (a module at code generation level 0)
+    or scalar loops (compiled.quick_cold, SCALAR_NS)."""
+    saved = compiled.QUICK_COLD_NS, compiled.SCALAR_NS
+    compiled.QUICK_COLD_NS, compiled.SCALAR_NS = rng.choice([0, 40, 1e5]), \
+        rng.choice([0, 40, 2e4])
+    try:
+        return compiled.Compiled(graph, "fuzzed program", quick=True)
+    finally:
+        compiled.QUICK_COLD_NS, compiled.SCALAR_NS = saved
 
 
 def check_jit_grad(fn, arrays, ctx, reference=None):
     """ak.jit(ak.func.grad(...)), natively compiled, against the eager gradient."""
     u, _ = _directions(ctx, arrays, _np(fn(*_tensors(arrays))))
     grad_fn = _grad_fn(fn, u, len(arrays))
-    got = jit(grad_fn, compile="eager")(*_tensors(arrays))
-    for g, want in zip(got, grad_fn(*_tensors(arrays))):
+    native = jit(grad_fn, compile="eager")
+    got = native(*_tensors(arrays))
+    quick = _quick_code(native.lower(*_tensors(arrays)), ctx.rng)(*_tensors(arrays))
+    for g, q, want in zip(got, quick, grad_fn(*_tensors(arrays)), strict=True):
         _close(_np(g), _np(want), "jit(grad) vs eager grad", rtol=1e-9, atol=1e-11)
+        _close(_np(q), _np(want), "jit(grad)'s quick code vs eager grad", rtol=1e-9,
+               atol=1e-11)
 
 
 def check_vmap_grad(fn, arrays, ctx, reference=None):

@@ -285,7 +285,7 @@ class Graph:
                      if self.users((old, k))}
             old = Value(old, 0)
         pairs = {k: v for k, v in pairs.items() if v != (old.node, k)}  # not onto itself
-        feeding = nx.ancestors(self.nx, next(iter(pairs.values())).node) if pairs else set()
+        feeding = _ancestors(self.nx, next(iter(pairs.values())).node) if pairs else set()
         moves = [(v, key, d, pairs[d["out"]])
                  for _, v, key, d in self.nx.out_edges(old.node, keys=True, data=True)
                  if d["out"] in pairs and v not in feeding and v != pairs[d["out"]].node]
@@ -388,13 +388,28 @@ class Graph:
         return True
 
 
+def _ancestors(g, node):
+    """networkx's `ancestors(g, node)`, walked on its producer dicts: networkx's call
+    goes through its dispatch, which compiles a wrapper on a process's first call."""
+    pred = g._pred
+    found, stack = set(), [node]
+    while stack:
+        for u in pred[stack.pop()]:
+            if u not in found:
+                found.add(u)
+                stack.append(u)
+    return found
+
+
 def _add_new_node(g, n, data, args):
     """networkx's `g.add_node(n, **data)`, then `g.add_edge(u, n, key=pos, pos=pos,
     out=out)` for each (pos, (u, out)) of `args` by position, for a node n new to g:
     the same dicts, built directly (networkx's calls were a tenth of tracing's time)."""
     succ, pred = g._succ, g._pred
-    if type(g) is not nx.MultiDiGraph or n in succ or \
-            any(u not in succ for u, _ in args.values()):  # networkx's own behaviour
+    stray = type(g) is not nx.MultiDiGraph or n in succ
+    for u, _ in args.values():  # (a loop: a generator costs more than the check)
+        stray = stray or u not in succ
+    if stray:  # networkx's own behaviour
         g.add_node(n, **data)
         for pos, (u, out) in sorted(args.items()):
             g.add_edge(u, n, key=pos, pos=pos, out=out)

@@ -590,6 +590,7 @@ def test_codegen_and_fusion_import_no_op_class():
     from adkit.autograd.function import Function
     root = Path(ak.__file__).parent
     for path in sorted((root / "codegen").glob("*.py")) + [root / "ir/passes/fuse.py",
+                                                           root / "ir/passes/fusible.py",
                                                            root / "ir/passes/decompose.py"]:
         package = "adkit." + ".".join(path.relative_to(root).parent.parts)
         for node in ast.walk(ast.parse(path.read_text())):

@@ -151,9 +151,11 @@ class Graph:
 
     # ------------------------------------------------------------ reading
     def nodes_of(self, kind):
-        nodes = [n for n, k in self.nx.nodes(data="kind") if k == kind]
+        # (networkx's own node dict: its data view runs a generator step per node)
+        data = self.nx._node
+        nodes = [n for n, attrs in data.items() if attrs.get("kind") == kind]
         if kind in ("input", "output"):
-            nodes.sort(key=lambda n: self.nx._node[n]["index"])
+            nodes.sort(key=lambda n: data[n]["index"])
         return nodes
 
     @property

@@ -181,8 +181,7 @@ class _Encoder:
         """The contents of the graphs written so far, and of those they hold: [index,
         graph attributes, nodes, successors, predecessors] each."""
         out = []
-        while self.later:
-            i, g = self.later.pop(0)
+        for i, g in self.later:  # (grows while it is walked: graphs hold graphs)
             out.append([i, self.value(g.graph), self.value(g._node), self.value(g._adj),
                         self.value(g._pred)])
         return out
@@ -377,11 +376,14 @@ class _Graphs:
         graph, node, adj, pred = value(graph), value(node), value(adj), value(pred)
         if not all(type(d) is dict for d in (graph, node, adj, pred)):
             raise ValueError("not a graph")
-        object.__setattr__(g, "__class__", nx.MultiDiGraph)  # (a plain graph from now)
-        g.__dict__.clear()
-        nx.MultiDiGraph.__init__(g)
-        g.graph.update(graph)
-        g._node, g._adj, g._pred = node, adj, pred  # (_adj sets _succ too)
+        whole = nx.MultiDiGraph()
+        whole.graph.update(graph)
+        whole._node, whole._adj, whole._pred = node, adj, pred  # (_adj sets _succ too)
+        state = object.__getattribute__(g, "__dict__")
+        state.clear()
+        state.update(whole.__dict__)
+        # last: another thread sees an unread graph (and waits for this one) or a whole one
+        object.__setattr__(g, "__class__", nx.MultiDiGraph)
 
 
 class _Unread(nx.MultiDiGraph):

@@ -167,10 +167,12 @@ def test_damaged_forged_and_stale_entries_are_misses(cache):
         header = np.array([len(chunks), *map(len, chunks)], "<u8").tobytes()
         disk_cache.store(k, [header, *chunks], ".plan", plan_cache._MAGIC)
     # an entry naming a class outside adkit, which must never be called
-    forge(b'{"state": ["o", 0, ["c", 1, "os", "system"], []]}')
+    forge(b'["o", 0, ["c", 1, "os", "system"], ["k", 0]]')
     assert plan_cache.load(k) is None
-    forge(b'["o", 0, ["t", [1]], []]')  # an object of something that is not a class
+    forge(b'["o", 0, ["t", 1], ["k", 0]]')  # an object of something that is not a class
     assert plan_cache.load(k) is None
+    forge(b'["o", 0, ["c", 1, "adkit.codegen.buffers", "TempBuffer"], ["k", 0, "a"]]')
+    assert plan_cache.load(k) is None  # attributes it does not have values for
     forge(b'["l", 0, [["r", 5]]]')  # a reference to nothing
     assert plan_cache.load(k) is None
     text, graphs, blobs = plan_codec.encode({"state": {}})
@@ -190,12 +192,12 @@ def test_a_forged_graph_is_never_run_and_never_read(cache, monkeypatch):
     path = next(cache.rglob("*.plan"))
     data = disk_cache.load(k, ".plan", plan_cache._MAGIC)
     head, text, _, blobs, objects, texts = plan_cache._split(data)
-    graph = dict(json.loads(text)[2])["graph"]  # ["o", i, class, [[name, value]...]]
-    index = dict(graph[3])["nx"][1]  # ["x", j]: read from the graphs' text
+    graph = dict(json.loads(text)[2])["graph"]  # ["o", i, class, ["k", j, *names], *values]
+    index = dict(zip(graph[3][2:], graph[4:]))["nx"][1]  # ["x", i]: read from the graphs' text
     called = []
     monkeypatch.setattr(os, "system", lambda *a: called.append(a))
-    for graphs in (f'[[{index}, ["o", 9999, ["c", 9998, "os", "system"], []], {{}}, {{}}, '
-                   '{}]]', '[]', '[[0, {}, {}, {}, {}]]'):
+    for graphs in (f'[[{index}, ["o", 9999, ["c", 9998, "os", "system"], ["k", 99]], '
+                   '{}, {}, {}]]', '[]', '[[0, {}, {}, {}, {}]]'):
         chunks = [json.dumps(head).encode(), text.encode(), graphs.encode(),
                   *map(bytes, [*blobs, *objects, *texts])]
         header = np.array([len(chunks), *map(len, chunks)], "<u8").tobytes()

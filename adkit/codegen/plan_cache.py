@@ -36,8 +36,8 @@ from .. import _config
 from . import disk_cache, plan_codec, plan_digest, pool, runtime
 from .compiled import OPTIMIZE, Compiled
 
-FORMAT = "adkit-plan-3"
-_MAGIC = b"adkit-plan-3\n"
+FORMAT = "adkit-plan-4"
+_MAGIC = b"adkit-plan-4\n"
 _SUFFIX = ".plan"
 _ADKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # settings that say where the cache is or what is dumped, not what is compiled

@@ -104,6 +104,7 @@ class _Encoder:
         self.alive = []  # keeps memoized objects alive, so their ids stay theirs
         self.blobs = []
         self.later = []  # (index, graph) of graphs whose contents are not written yet
+        self.layouts = {}  # attribute names of objects written -> their number
 
     def _remember(self, x):
         index = self.memo[id(x)] = len(self.memo)
@@ -115,7 +116,7 @@ class _Encoder:
         if x is None or t is bool or t is int or t is str or t is float:
             return x
         if t is tuple:
-            return ["t", [self.value(v) for v in x]]
+            return ["t", *[self.value(v) for v in x]]
         index = self.memo.get(id(x))
         if index is not None:
             return ["r", index]
@@ -158,11 +159,13 @@ class _Encoder:
         if t in _IR_TYPES.values() or t is ir.IntType:  # a native call's element type
             return ["ir", str(x)]
         if isinstance(x, tuple) and hasattr(t, "_fields"):
-            return ["n", self.value(t), [self.value(v) for v in x]]
+            return ["n", self.value(t), *[self.value(v) for v in x]]
         if t.__new__ is object.__new__ and not isinstance(x, BaseException):
             cls = self.value(t)  # NotData unless adkit's
             i = self._remember(x)
-            return ["o", i, cls, [[name, self.value(v)] for name, v in attributes(x)]]
+            pairs = attributes(x)
+            return ["o", i, cls, self._names(tuple(name for name, _ in pairs)),
+                    *[self.value(v) for _, v in pairs]]
         raise NotData(f"{t.__module__}.{t.__qualname__} is not data")
 
     def _array(self, a):
@@ -170,6 +173,14 @@ class _Encoder:
         i = self._remember(a)
         self.blobs.append(np.ascontiguousarray(a).tobytes())
         return ["a", i, len(self.blobs) - 1, dtype, list(a.shape), bool(a.flags.writeable)]
+
+    def _names(self, names):
+        """An object's attribute names: ["k", j, *names] the first time, j after."""
+        j = self.layouts.get(names)
+        if j is None:
+            j = self.layouts[names] = len(self.layouts)
+            return ["k", j, *names]
+        return j
 
     def _tensor(self, t):
         if t._requires_grad or t._grad_fn is not None:
@@ -206,6 +217,7 @@ class _Decoder:
         self.blobs = blobs
         self.table = {}
         self.graphs = _Graphs(self, graphs)  # the graphs' contents, read when needed
+        self.layouts = {}  # number -> attribute names of objects (the encoder's _names)
 
     def value(self, v):
         if type(v) is not list:
@@ -215,7 +227,7 @@ class _Decoder:
     # (containers decode their plain items inline: most items are strings and numbers)
     def _t(self, v):
         value = self.value
-        return tuple([x if type(x) is not list else value(x) for x in v[1]])
+        return tuple([x if type(x) is not list else value(x) for x in v[1:]])
 
     def _r(self, v):
         return self.table[v[1]]
@@ -309,7 +321,17 @@ class _Decoder:
     def _n(self, v):
         value = self.value
         return tuple.__new__(self._class(v[1]), [x if type(x) is not list else value(x)
-                                                 for x in v[2]])
+                                                 for x in v[2:]])
+
+    def _names(self, v):
+        """The attribute names an object's encoding gives (see _Encoder._names)."""
+        if type(v) is int:
+            return self.layouts[v]
+        names = tuple(v[2:])
+        if v[0] != "k" or not all(type(name) is str for name in names):
+            raise ValueError("not attribute names")
+        self.layouts[v[1]] = names
+        return names
 
     def _o(self, v):
         cls = self._class(v[2])
@@ -320,9 +342,12 @@ class _Decoder:
             plain = _PLAIN_CLASSES[cls] = not any("__slots__" in c.__dict__
                                                   for c in cls.__mro__[:-1])
         obj = self.table[v[1]] = object.__new__(cls)
+        names = self._names(v[3])
+        if len(names) != len(v) - 4:
+            raise ValueError("an object of the wrong length")
         state = dict.fromkeys(getattr(cls, "unstored_attributes", ()))
         value = self.value
-        for name, x in v[3]:
+        for name, x in zip(names, v[4:]):
             state[name] = x if type(x) is not list else value(x)
         if plain:  # its attributes are its __dict__
             obj.__dict__.update(state)

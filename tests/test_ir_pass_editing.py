@@ -212,3 +212,30 @@ def test_builders_clear_networkx_caches_and_keep_its_behaviour_for_strays():
     with pytest.raises(ak.ir.GraphError):
         g.validate()
     assert stray in g.nx
+
+
+def _fresh_order(g):
+    """topo_order computed anew (on a copy of the adjacency that has no cache)."""
+    fresh = Graph()
+    fresh.nx = nx.MultiDiGraph(g.nx)
+    return fresh.topo_order()
+
+
+def test_topo_order_kept_until_a_node_or_edge_changes():
+    g = passes.simplify(passes.decompose(_mlp_grad()))  # out of id order: Kahn's path
+    first = g.topo_order()
+    first.reverse()  # the caller's own list
+    assert g.topo_order() == _fresh_order(g) != first
+    assert g.copy().topo_order() == g.topo_order()
+    n = g.op_nodes()[-1]
+    (_, u, out), = g.args_of(n)[:1]
+    edits = [lambda: g.add_op(ak.ir.ops.Neg, (u, out)),  # the builders
+             lambda: g.nx.add_edge(g.op_nodes()[-1], n, key=7, pos=7, out=0),
+             lambda: g.nx.remove_edge(g.op_nodes()[-2], n, key=7),
+             lambda: g.nx.remove_node(g.op_nodes()[-1]),
+             lambda: g.nx.add_edges_from([(u, n, 9, {"pos": 9, "out": out})]),
+             lambda: g.nx.remove_edges_from([(u, n, 9)])]
+    for edit in edits:
+        g.topo_order()
+        edit()
+        assert g.topo_order() == _fresh_order(g)

@@ -2,7 +2,8 @@
 
 Owns: the node and edge schema, builders, the pass-writer helpers (`nodes`, `op_nodes`,
 `args`, `users`, `add_op`, `replace_all_uses`), a stable topological order, `validate()`.
-Does not: trace (trace.py), evaluate (evaluate.py) or print (printing.py).
+Does not: trace (trace.py), evaluate (evaluate.py) or print (printing.py); its hot
+paths read and write networkx's dicts through adjacency.py.
 
 | element | attributes |
 |---|---|
@@ -22,13 +23,12 @@ order by id), so printing, passes and codegen are reproducible. `x * x` is two p
 edges that differ only by key/`pos`. A multi-output op's `shape`/`dtype` are those of
 output 0; `specs` has them all.
 """
-import heapq
 from collections import namedtuple
 
 import networkx as nx
 import numpy as np
 
-from . import evaluate, printing, rules, viewer
+from . import adjacency, evaluate, printing, rules, viewer
 from .rules import TensorSpec, spec_of
 
 Value = namedtuple("Value", ("node", "out"))
@@ -69,7 +69,7 @@ class Graph:
     def add_input(self, spec, index=None):
         n = self._new_id()
         index = len(self.inputs) if index is None else index
-        _add_new_node(self.nx, n, {"kind": "input", "index": index,
+        adjacency.add_new_node(self.nx, n, {"kind": "input", "index": index,
                                    "shape": tuple(spec.shape), "dtype": spec.dtype}, {})
         return n
 
@@ -78,7 +78,7 @@ class Graph:
         value.setflags(write=False)
         n = self._new_id()
         spec = spec_of(value)
-        _add_new_node(self.nx, n, {"kind": "const", "value": value, "shape": spec.shape,
+        adjacency.add_new_node(self.nx, n, {"kind": "const", "value": value, "shape": spec.shape,
                                    "dtype": spec.dtype}, {})
         return n
 
@@ -134,7 +134,7 @@ class Graph:
             specs, aliases = inferred.specs, inferred.aliases
         n = self._new_id()
         specs = tuple(specs)
-        _add_new_node(self.nx, n, {
+        adjacency.add_new_node(self.nx, n, {
             "kind": "op", "op": op, "params": dict(params), "specs": specs,
             "shape": specs[0].shape if specs else (),
             "dtype": specs[0].dtype if specs else None, "source": source,
@@ -146,7 +146,7 @@ class Graph:
         """`src`: (node, out) whose value is output number `index`."""
         n = self._new_id()
         index = len(self.outputs) if index is None else index
-        _add_new_node(self.nx, n, {"kind": "output", "index": index}, {0: src})
+        adjacency.add_new_node(self.nx, n, {"kind": "output", "index": index}, {0: src})
         return n
 
     # ------------------------------------------------------------ reading
@@ -199,48 +199,10 @@ class Graph:
         A node a pass adds later (a higher id) runs just before its first user, where
         the program would have computed it, not after everything else that is ready:
         each node is keyed by its own id or, when smaller, its earliest user's key.
-        NB: on networkx's adjacency dicts (Kahn's algorithm twice), not its sorts, whose
-        views cost a third of jit's pipeline (which orders graphs ~20 times)."""
-        succ = self.nx._succ
-        if all(u < v for u, users in succ.items() for v in users):  # program order
-            return sorted(succ)
-        return self._kahn(self._keys())
-
-    def _keys(self):
-        """{node: the smallest of its id and its users' keys}, users before producers
-        (Kahn's algorithm on the reversed edges: any order of the sinks will do)."""
-        succ, pred = self.nx._succ, self.nx._pred
-        waiting = {n: len(users) for n, users in succ.items()}
-        ready = [n for n, count in waiting.items() if count == 0]
-        key = {}
-        for n in ready:  # (ready grows as the loop goes)
-            users = succ[n]
-            smallest = min([key[v] for v in users]) if users else n
-            key[n] = n if n < smallest else smallest
-            for u in pred[n]:
-                waiting[u] -= 1
-                if waiting[u] == 0:
-                    ready.append(u)
-        if len(key) != len(waiting):
-            raise GraphError("the graph has a cycle: " + str(nx.find_cycle(self.nx)))
-        return key
-
-    def _kahn(self, key):
-        """The nodes in topological order, the ready node of smallest (key[n], n) first.
-        NB: a node waits for its producers (parallel edges from one count once)."""
-        succ, pred = self.nx._succ, self.nx._pred
-        waiting = {n: len(producers) for n, producers in pred.items()}
-        ready = [(key[n], n) for n, count in waiting.items() if count == 0]
-        heapq.heapify(ready)
-        order = []
-        while ready:
-            n = heapq.heappop(ready)[1]
-            order.append(n)
-            for v in succ[n]:
-                waiting[v] -= 1
-                if waiting[v] == 0:
-                    heapq.heappush(ready, (key[v], v))
-        if len(order) != len(waiting):
+        NB: on networkx's adjacency dicts (adjacency.py), not its sorts, whose views
+        cost a third of jit's pipeline, and kept until a node or an edge changes."""
+        order = adjacency.topo_order(self.nx)
+        if order is None:
             raise GraphError("the graph has a cycle: " + str(nx.find_cycle(self.nx)))
         return order
 
@@ -287,7 +249,7 @@ class Graph:
                      if self.users((old, k))}
             old = Value(old, 0)
         pairs = {k: v for k, v in pairs.items() if v != (old.node, k)}  # not onto itself
-        feeding = _ancestors(self.nx, next(iter(pairs.values())).node) if pairs else set()
+        feeding = adjacency.ancestors(self.nx, next(iter(pairs.values())).node) if pairs else set()
         moves = [(v, key, d, pairs[d["out"]])
                  for _, v, key, d in self.nx.out_edges(old.node, keys=True, data=True)
                  if d["out"] in pairs and v not in feeding and v != pairs[d["out"]].node]
@@ -305,7 +267,7 @@ class Graph:
     def copy(self):
         """An independent copy (node attribute dicts and params copied, values shared)."""
         g = Graph()
-        g.nx = _copy_nx(self.nx)
+        g.nx = adjacency.copy(self.nx)
         g.in_tree, g.out_tree = self.in_tree, self.out_tree
         g.static_args = dict(self.static_args)
         g.static_outputs = dict(self.static_outputs)
@@ -388,72 +350,6 @@ class Graph:
                                      f"but {kind} indices must be 0..{len(nodes) - 1} "
                                      f"(got {got})")
         return True
-
-
-def _ancestors(g, node):
-    """networkx's `ancestors(g, node)`, walked on its producer dicts: networkx's call
-    goes through its dispatch, which compiles a wrapper on a process's first call."""
-    pred = g._pred
-    found, stack = set(), [node]
-    while stack:
-        for u in pred[stack.pop()]:
-            if u not in found:
-                found.add(u)
-                stack.append(u)
-    return found
-
-
-def _add_new_node(g, n, data, args):
-    """networkx's `g.add_node(n, **data)`, then `g.add_edge(u, n, key=pos, pos=pos,
-    out=out)` for each (pos, (u, out)) of `args` by position, for a node n new to g:
-    the same dicts, built directly (networkx's calls were a tenth of tracing's time)."""
-    succ, pred = g._succ, g._pred
-    stray = type(g) is not nx.MultiDiGraph or n in succ
-    for u, _ in args.values():  # (a loop: a generator costs more than the check)
-        stray = stray or u not in succ
-    if stray:  # networkx's own behaviour
-        g.add_node(n, **data)
-        for pos, (u, out) in sorted(args.items()):
-            g.add_edge(u, n, key=pos, pos=pos, out=out)
-        return
-    producers = pred[n] = {}
-    succ[n], g._node[n] = {}, data
-    for pos, (u, out) in sorted(args.items()):
-        keyed = producers.get(u)
-        if keyed is None:  # one key dict per (u, n), shared as networkx shares it
-            keyed = producers[u] = succ[u][n] = {}
-        keyed[pos] = {"pos": pos, "out": out}
-    cache = getattr(g, "__networkx_cache__", None)  # what networkx's calls clear
-    if cache:
-        cache.clear()
-
-
-def _copy_nx(src):
-    """networkx's `src.copy()` (the same dicts, in the same insertion orders, the edge
-    key dicts shared between successors and predecessors as networkx keeps them), with
-    each node's `params` dict copied too. Built on the adjacency dicts directly: the
-    generic copy (add_nodes_from/add_edges_from) was a third of jit's pipeline, which
-    copies ~15 graphs per call."""
-    if type(src) is not nx.MultiDiGraph:  # a subclass may keep more state: its own copy
-        g = src.copy()
-        for _, data in g.nodes(data=True):
-            if "params" in data:
-                data["params"] = dict(data["params"])
-        return g
-    g = nx.MultiDiGraph()
-    g.graph.update(src.graph)
-    nodes, succ, pred = g._node, g._succ, g._pred
-    for n, data in src._node.items():
-        data = nodes[n] = data.copy()
-        if "params" in data:
-            data["params"] = dict(data["params"])
-        succ[n], pred[n] = {}, {}
-    for u, nbrs in src._succ.items():
-        out = succ[u]
-        for v, keyed in nbrs.items():
-            keyed = out[v] = {k: d.copy() for k, d in keyed.items()}
-            pred[v][u] = keyed
-    return g
 
 
 _REQUIRED = {"input": ("index", "shape", "dtype"), "const": ("value", "shape", "dtype"),

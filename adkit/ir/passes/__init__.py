@@ -10,6 +10,9 @@ clean-up (cleanup.py): `dce`, `cse`, `fold_constants`, `pipeline`; algebra
 Does not: hold pass logic itself.
 A user pass is a plain function of the same shape: copy, edit `graph.nx`, return;
 `recursive(my_pass)` applies it inside the bodies of loops and branches too.
+adkit's clean-up and lowering passes also have an in-place form, `p.in_place(g)`
+(editing.py), for a caller that owns g: jit's pipeline copies the traced graph once
+and edits that copy (`editing.apply_passes`).
 NB: the name `simplify` here is the function; its rule table is
 `from adkit.ir.passes.simplify import RULES` (extend it and pass `rules=`).
 """

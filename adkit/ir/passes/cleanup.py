@@ -310,8 +310,9 @@ def _evaluate(graph, n):
         return None
     if tuple(rules.spec_of(o) for o in outs) != tuple(data["specs"]):
         return None
-    # NB: np.array copies views (expand's zero strides) into arrays of their own
-    return [np.array(o._data, copy=True) for o in outs]
+    # NB: Graph.add_const copies them (np.array: views such as expand's zero strides
+    # become arrays of their own)
+    return [o._data for o in outs]
 
 
 def _replace_by_consts(graph, n, values):

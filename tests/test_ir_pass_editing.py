@@ -239,3 +239,14 @@ def test_topo_order_kept_until_a_node_or_edge_changes():
         g.topo_order()
         edit()
         assert g.topo_order() == _fresh_order(g)
+
+
+def test_new_ids_stay_above_every_node_whoever_adds_them():
+    g = _mlp_grad()
+    top = max(g.nx.nodes)
+    assert g.add_op(ak.ir.ops.Neg, g.inputs[0]) == top + 1
+    assert g.copy().add_op(ak.ir.ops.Neg, g.inputs[0]) == top + 2
+    g.nx.add_node(top + 50)  # a pass's own node, through networkx
+    assert g.add_op(ak.ir.ops.Neg, g.inputs[0]) == top + 51
+    g.nx.remove_nodes_from([top + 50, top + 51])
+    assert g.add_op(ak.ir.ops.Neg, g.inputs[0]) == top + 2

@@ -3,8 +3,8 @@ topological order and ancestors), where networkx's calls and views cost more tha
 the work (a jitted function's first call orders graphs ~150 times and builds and
 copies hundreds of nodes).
 
-Owns: `add_new_node`, `copy`, `topo_order` (Graph.topo_order's order, kept in
-networkx's per-graph cache), `ancestors`. Does not: know the node schema beyond
+Owns: `add_new_node`, `new_id`, `copy`, `topo_order` (Graph.topo_order's order),
+`ancestors`; the order and the largest id are kept in networkx's per-graph cache. Does not: know the node schema beyond
 edges' `pos`/`out` and nodes' `params` dicts, which a copy has of its own (graph.py).
 Invariant: what these make is what networkx's own calls make: the same dicts, in the
 same insertion orders, one key dict per (producer, user) shared by `_succ` and
@@ -18,6 +18,7 @@ import networkx as nx
 # networkx call that adds or removes a node or an edge empties from networkx 3.3 on
 # (nx._clear_cache); add_new_node empties it too
 _TOPO_KEY = "adkit.ir.Graph.topo_order"
+_TOP_KEY = "adkit.ir.Graph largest id"  # (add_new_node keeps it up to date)
 _NX_CLEARS_CACHE = hasattr(nx, "_clear_cache")
 
 
@@ -80,6 +81,18 @@ def _kahn(g, key):
     return order if len(order) == len(waiting) else None
 
 
+def new_id(g):
+    """An id above every node's of g (a traced program's nodes are numbered in order):
+    max() over all ids made building a graph quadratic in its size."""
+    cache = getattr(g, "__networkx_cache__", None) if _NX_CLEARS_CACHE else None
+    top = None if cache is None else cache.get(_TOP_KEY)
+    if top is None:
+        top = max(g._node, default=-1)
+        if cache is not None:
+            cache[_TOP_KEY] = top
+    return top + 1
+
+
 def ancestors(g, node):
     """networkx's `ancestors(g, node)`, walked on its producer dicts: networkx's call
     goes through its dispatch, which compiles a wrapper on a process's first call."""
@@ -115,7 +128,10 @@ def add_new_node(g, n, data, args):
         keyed[pos] = {"pos": pos, "out": out}
     cache = getattr(g, "__networkx_cache__", None)  # what networkx's calls empty
     if cache:
+        top = cache.get(_TOP_KEY)
         cache.clear()
+        if top is not None and _NX_CLEARS_CACHE:  # (n joins the ids it was above)
+            cache[_TOP_KEY] = max(top, n)
 
 
 def copy(src):
@@ -143,7 +159,7 @@ def copy(src):
         for v, keyed in nbrs.items():
             keyed = out[v] = {k: d.copy() for k, d in keyed.items()}
             pred[v][u] = keyed
-    order = getattr(src, "__networkx_cache__", {}).get(_TOPO_KEY)
-    if order is not None and _NX_CLEARS_CACHE:  # the same nodes and edges: the same order
-        g.__networkx_cache__[_TOPO_KEY] = order
+    if _NX_CLEARS_CACHE:  # the same nodes and edges: the same order and largest id
+        kept = getattr(src, "__networkx_cache__", {})
+        g.__networkx_cache__.update({k: kept[k] for k in (_TOPO_KEY, _TOP_KEY) if k in kept})
     return g

@@ -64,7 +64,7 @@ class Graph:
 
     # ------------------------------------------------------------ building
     def _new_id(self):
-        return max(self.nx._node, default=-1) + 1
+        return adjacency.new_id(self.nx)
 
     def add_input(self, spec, index=None):
         n = self._new_id()

@@ -250,3 +250,15 @@ def test_new_ids_stay_above_every_node_whoever_adds_them():
     assert g.add_op(ak.ir.ops.Neg, g.inputs[0]) == top + 51
     g.nx.remove_nodes_from([top + 50, top + 51])
     assert g.add_op(ak.ir.ops.Neg, g.inputs[0]) == top + 2
+
+
+def test_a_user_pass_with_an_in_place_attribute_of_its_own_runs_as_a_pass():
+    class Counting:
+        in_place = True  # not an in-place form: a flag of the user's
+
+        def __call__(self, graph):
+            return graph.copy()
+    g = _decomposable()
+    out = passes.pipeline([Counting(), passes.dce])(g)
+    assert _digest(out) == _digest(passes.dce(g))
+    assert _digest(passes.recursive(Counting())(g)) == _digest(g)

@@ -11,6 +11,8 @@ so the node around it stays valid.
 """
 import functools
 
+from .editing import in_place_form
+
 
 def has_bodies(value):
     return hasattr(value, "bodies") and hasattr(value, "with_bodies")
@@ -40,7 +42,7 @@ def recursive(pass_):
     with an in-place form (editing.edits) keeps one: `recursive(p).in_place`, which
     edits the graph it is given (bodies are never edited in place: other graphs hold
     them too)."""
-    in_place = getattr(pass_, "in_place", None)
+    in_place = in_place_form(pass_)
 
     @functools.wraps(pass_)
     def run(graph, *args, **kwargs):

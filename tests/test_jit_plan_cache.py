@@ -337,3 +337,25 @@ def test_what_the_digest_refuses():
                   ak.tensor(np.ones(2), requires_grad=True)):
         with pytest.raises(plan_codec.NotData):
             plan_codec.digest(value)
+
+
+FORK = """
+import os, sys, numpy as np
+import adkit as ak  # starts plan_cache's settings thread (LLVM, a stat per module)
+pid = os.fork()  # at once: the fork waits for that thread, then the child uses LLVM
+if pid == 0:
+    f = ak.jit(lambda t: (t * 2.0).exp(), compile="eager")
+    os._exit(0 if np.allclose(f(ak.tensor(np.ones(3))).numpy(), np.exp(2.0)) else 3)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_fork_right_after_import_compiles(tmp_path):
+    env = {**os.environ, "ADKIT_CACHE_DIR": str(tmp_path)}
+    env.pop("ADKIT_DISABLE_CACHE", None)
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", FORK], cwd=ROOT, env=env, text=True,
+                             capture_output=True, timeout=120)
+        assert out.returncode == 0 and out.stdout.split() == ["0"], out.stderr

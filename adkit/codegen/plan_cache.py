@@ -210,4 +210,22 @@ def write(k, compiled):
     compiled.plan_key = k
 
 
+def _process_settings():
+    """What _settings() finds once per process (adkit's code fingerprint, a stat per
+    module; LLVM's host facts, libmvec), made on a thread while the process goes on
+    starting: ~2 ms of its first key otherwise. A fork waits for it (a child must not
+    inherit llvmlite's lock held by a thread it does not have)."""
+    def made():
+        try:
+            code_fingerprint(), _host(), runtime.mvec_available()
+        except Exception:  # noqa: BLE001 -- the first key makes them again, and says why
+            pass
+    if disk_cache.cache_dir() is not None:
+        thread = threading.Thread(target=made, name="adkit-settings", daemon=True)
+        thread.start()
+        os.register_at_fork(before=thread.join)
+
+
+_process_settings()
+
 __all__ = ["code_fingerprint", "directory_fingerprint", "key", "load", "store", "write"]

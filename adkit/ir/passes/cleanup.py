@@ -167,13 +167,15 @@ def dce(g):
     """
     live = _ancestors_and_self(g, g.outputs)
     order = g.topo_order()
+    nodes = g.nx._node  # (networkx's own node dict: its view costs as much as a check)
     candidates = [n for n in order
-                  if g.nx.nodes[n]["kind"] in ("op", "const") and n not in live]
+                  if nodes[n]["kind"] in ("op", "const") and n not in live]
     # NB: an in-place write is a side effect (it may change an input the caller holds)
     live |= _ancestors_and_self(g, [n for n in candidates if writes_in_place(g, n)])
     g.nx.remove_nodes_from([n for n in candidates if n not in live])
     for n in order:  # (each node's own outputs: any order will do)
-        if n in live and g.nx.nodes[n]["kind"] == "op":
+        if n in live and nodes[n]["kind"] == "op" and \
+                hasattr(nodes[n]["op"], "without_outputs"):
             _drop_unread_outputs(g, n)
     return g
 

@@ -242,10 +242,11 @@ def simplify(g, rules=RULES):
     for op, rule in rules:
         by_op.setdefault(op, []).append(rule)
     changed = True
+    nodes = g.nx._node  # (networkx's own node dict: its view costs as much as a check)
     while changed:
         changed = False
         for n in g.op_nodes:
-            if n in g.nx and _rewrite_once(g, n, by_op.get(g.nx.nodes[n]["op"], ())):
+            if n in nodes and _rewrite_once(g, n, by_op.get(nodes[n]["op"], ())):
                 changed = True
     return g
 

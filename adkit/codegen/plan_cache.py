@@ -213,11 +213,13 @@ def write(k, compiled):
 def _process_settings():
     """What _settings() finds once per process (adkit's code fingerprint, a stat per
     module; LLVM's host facts, libmvec), made on a thread while the process goes on
-    starting: ~2 ms of its first key otherwise. A fork waits for it (a child must not
-    inherit llvmlite's lock held by a thread it does not have)."""
+    starting: ~2 ms of its first key otherwise; and LLVM's JIT made ready (its first
+    engine took ~1.5 ms more than later ones, a hit's or a compile's). A fork waits for
+    it (a child must not inherit llvmlite's lock held by a thread it does not have)."""
     def made():
         try:
             code_fingerprint(), _host(), runtime.mvec_available()
+            runtime.from_object_code([], [])  # (an engine of nothing, dropped)
         except Exception:  # noqa: BLE001 -- the first key makes them again, and says why
             pass
     if disk_cache.cache_dir() is not None:

@@ -104,11 +104,19 @@ def has_in_place_ops(graph):
     return False
 
 
+_PLAIN = frozenset({bool, int, str, type, type(None), type(Ellipsis)})
+
+
 def freeze(value):
     """A hashable key, equal for two params only when they act the same: the type is part
     of the key (1, 1.0 and True promote differently), floats compare by bits (so -0.0 and
     0.0 differ, NaN equals NaN), arrays by (dtype, shape, bytes). Raises TypeError for
     values it cannot vouch for."""
+    t = type(value)
+    if t in _PLAIN:  # (the usual params first: cse freezes every node's)
+        return (t, value)
+    if t is dict and not value:
+        return (dict, ())
     if value is None or value is Ellipsis or isinstance(value, (bool, int, str, type)):
         return (type(value), value)
     if isinstance(value, float):
@@ -122,7 +130,7 @@ def freeze(value):
     if isinstance(value, slice):
         return (slice, freeze(value.start), freeze(value.stop), freeze(value.step))
     if isinstance(value, (tuple, list)):
-        return (type(value), tuple(freeze(v) for v in value))
+        return (type(value), tuple([freeze(v) for v in value]))
     if isinstance(value, dict):
         return (dict, tuple(sorted((freeze(k), freeze(v)) for k, v in value.items())))
     raise TypeError(f"cannot freeze a {type(value).__name__}")

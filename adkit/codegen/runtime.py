@@ -18,7 +18,7 @@ import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
 
-from . import disk_cache, module_split
+from . import disk_cache, llvm_calls, module_split
 
 LIBMVEC_CANDIDATES = ("libmvec.so.1", "/lib/x86_64-linux-gnu/libmvec.so.1",
                       "/usr/lib/x86_64-linux-gnu/libmvec.so.1")
@@ -162,16 +162,22 @@ def version_key():
             f"cpu={llvm.get_host_cpu_name()};features={features};codegen=no-misched")
 
 
-def optimize(module, machine=None):
+def optimize(module, machine=None, own_context=False):
     """Run LLVM's default O3 pipeline with loop and SLP vectorization on `module`, its
-    cost models those of `machine`'s CPU (default: the host's, target_machine())."""
+    cost models those of `machine`'s CPU (default: the host's, target_machine()).
+    `own_context`: the module is in an LLVM context of its own, and the passes run
+    without llvmlite's lock (llvm_calls.py)."""
     tm = machine or target_machine()
     options = llvm.create_pipeline_tuning_options()
     options.speed_level = 3
     options.loop_vectorization = True
     options.slp_vectorization = True
     builder = llvm.create_pass_builder(tm, options)
-    builder.getModulePassManager().run(module, builder)
+    passes = builder.getModulePassManager()
+    if own_context:
+        llvm_calls.run_passes(passes, module, builder)
+    else:
+        passes.run(module, builder)
 
 
 @contextlib.contextmanager
@@ -401,11 +407,12 @@ def quick_object(text, level=1, cold=None):
 
 def _object_code(text, quick, level=1, assembly=False, cold=None):
     """Object code (or assembly) of IR text, in an LLVM context of its own (a context
-    is not thread safe, and compiles run on threads), disposed before this returns
-    (a context and its modules left to the garbage collector may be freed in either
-    order, and a module freed after its context crashes)."""
+    is not thread safe, and compiles run on threads, side by side: llvm_calls.py),
+    disposed before this returns (a context and its modules left to the garbage
+    collector may be freed in either order, and a module freed after its context
+    crashes)."""
     context = llvm.create_context()
-    module = llvm.parse_assembly(text, context=context)
+    module = llvm_calls.parse_assembly(text, context)
     try:
         module.verify()
         machine = thread_target_machine(level if quick else 3)
@@ -420,12 +427,13 @@ def _object_code(text, quick, level=1, assembly=False, cold=None):
             passes.add_sroa_pass()
             passes.add_instruction_combine_pass()
             passes.add_simplify_cfg_pass()
-            passes.run(module, builder)
+            llvm_calls.run_passes(passes, module, builder)
             del passes, builder  # before anything they point to
         else:
-            optimize(module, machine)
+            optimize(module, machine, own_context=True)
         with code_generation(quick):
-            return machine.emit_assembly(module) if assembly else machine.emit_object(module)
+            data = llvm_calls.emit_object(machine, module, use_object=not assembly)
+        return data.decode() if assembly else data
     finally:
         module.close()
         context.close()

@@ -148,9 +148,9 @@ def _place_row_product(graph, n, group_of, groups, rank):
     if gid is None or group_of.get(a) == gid or b in groups[gid]["ends"] or \
             groups[gid]["mixed"] or \
             groups[gid]["shape"] != tuple(graph.nx.nodes[b]["shape"]) or \
-            not _acyclic_with(graph, groups[gid]["nodes"] + [n], group_of, groups, rank):
+            not _acyclic_with(graph, *_with(graph, groups[gid], n), group_of, groups, rank):
         return
-    groups[gid]["nodes"].append(n)
+    _admit(graph, groups[gid], n)
     groups[gid]["ends"].add(n)
     groups[gid]["exact"] = True
     groups[gid].setdefault("products", set()).add(n)
@@ -202,18 +202,18 @@ def _groups(graph, order, facts):
             target = next((gid for gid in map(group_of.get, args) if gid is not None and
                            _fits(groups[gid], data["shape"], dtype) and
                            not any(v in groups[gid]["ends"] for v in args) and
-                           _acyclic_with(graph, groups[gid]["nodes"] + [n], group_of,
+                           _acyclic_with(graph, *_with(graph, groups[gid], n), group_of,
                                          groups, rank)), None)
             if target is None and dtype is None:  # bools only: no dtype to compute in
                 continue
             if target is None:
                 groups.append(_group(data["shape"], dtype))
-            _join(groups[len(groups) - 1 if target is None else target], n,
+            _join(graph, groups[len(groups) - 1 if target is None else target], n,
                   data["shape"], group_of, groups)
             _absorb_producers(graph, n, args, group_of, groups, rank)
             continue
         group_of[n] = len(groups) - 1
-        groups[-1]["nodes"].append(n)
+        _admit(graph, groups[-1], n)
     _unread_rows(graph, groups, group_of)
     return [grp["nodes"] for grp in groups if grp["nodes"]], \
         {n for grp in groups for n in grp.get("products", ())}
@@ -221,7 +221,7 @@ def _groups(graph, order, facts):
 
 def _group(shape, dtype, exact=False):
     return {"key": (squeezed(shape), dtype), "shape": tuple(shape), "nodes": [],
-            "ends": set(), "exact": exact, "mixed": False}
+            "ends": set(), "exact": exact, "mixed": False, "readers": set()}
 
 
 def _fits(group, shape, dtype):
@@ -230,10 +230,26 @@ def _fits(group, shape, dtype):
         (not group["exact"] or group["shape"] == tuple(shape))
 
 
-def _join(group, n, shape, group_of, groups):
-    group["nodes"].append(n)
+def _join(graph, group, n, shape, group_of, groups):
+    _admit(graph, group, n)
     group["mixed"] |= group["shape"] != tuple(shape)
     group_of[n] = groups.index(group)
+
+
+def _admit(graph, group, n):
+    """Make n a member of `group`, whose "readers" are its members' readers outside it
+    (what _acyclic_with starts from: a walk over every member's readers, for each
+    node that may join, made grouping quadratic in a group's size)."""
+    group["nodes"].append(n)
+    group["readers"].discard(n)
+    group["readers"].update(graph.nx._succ[n])
+
+
+def _with(graph, group, n):
+    """(members, readers outside them) of `group` with n joined."""
+    readers = group["readers"] | graph.nx._succ[n].keys()
+    readers.discard(n)
+    return group["nodes"] + [n], readers
 
 
 def _place_reduction(graph, n, group_of, groups, rank):
@@ -244,10 +260,10 @@ def _place_reduction(graph, n, group_of, groups, rank):
     gid = group_of.get(u)
     if gid is None or u in groups[gid]["ends"] or groups[gid]["mixed"] or \
             groups[gid]["shape"] != shape or groups[gid]["key"][1] != dtype or \
-            not _acyclic_with(graph, groups[gid]["nodes"] + [n], group_of, groups, rank):
+            not _acyclic_with(graph, *_with(graph, groups[gid], n), group_of, groups, rank):
         groups.append(_group(shape, dtype))
         gid = len(groups) - 1
-    groups[gid]["nodes"].append(n)
+    _admit(graph, groups[gid], n)
     groups[gid]["ends"].add(n)
     groups[gid]["exact"] = True
     group_of[n] = gid
@@ -258,9 +274,9 @@ def _place_view(graph, n, group_of, groups, rank):
     (_, u, _), = graph.args_of(n)
     gid = group_of.get(u)
     if gid is None or u in groups[gid]["ends"] or groups[gid]["exact"] or \
-            not _acyclic_with(graph, groups[gid]["nodes"] + [n], group_of, groups, rank):
+            not _acyclic_with(graph, *_with(graph, groups[gid], n), group_of, groups, rank):
         return
-    _join(groups[gid], n, graph.nx.nodes[n]["shape"], group_of, groups)
+    _join(graph, groups[gid], n, graph.nx.nodes[n]["shape"], group_of, groups)
 
 
 def _absorb_producers(graph, n, args, group_of, groups, rank):
@@ -276,27 +292,29 @@ def _absorb_producers(graph, n, args, group_of, groups, rank):
                 any(g["exact"] for g in (other, target)):
             continue
         merged = sorted(target["nodes"] + other["nodes"], key=rank.get)
-        if not _acyclic_with(graph, merged, group_of, groups, rank):
+        readers = (target["readers"] | other["readers"]).difference(merged)
+        if not _acyclic_with(graph, merged, readers, group_of, groups, rank):
             continue
         for m in other["nodes"]:
             group_of[m] = group_of[n]
         target["nodes"], other["nodes"] = merged, []
+        target["readers"], other["readers"] = readers, set()
         target["mixed"] |= other["mixed"] or other["shape"] != target["shape"]
 
 
-def _acyclic_with(graph, members, group_of, groups, rank):
+def _acyclic_with(graph, members, readers, group_of, groups, rank):
     """Whether contracting `members` into one node keeps the graph of groups acyclic:
     no path leaves the group and comes back into it, where a path that reaches one
     member of another group may go on from any of its members (that group is one node
     too: checking nodes alone misses two groups that feed each other). Nodes after the
     newest member (members[-1], grouping goes in topological order) are in no group
-    yet, so no path through them comes back: the search stops there."""
+    yet, so no path through them comes back: the search stops there. `readers`: the
+    members' readers outside them (a group keeps its own: `_admit`), where the search
+    starts."""
     inside = set(members)
     limit = rank[members[-1]]
-    # networkx's own successor dicts, and only the readers the search would not stop
-    # at: a group's every member is looked at again for each node that joins it
-    succ = graph.nx._succ
-    stack = [v for m in members for v in succ[m] if v not in inside and rank[v] <= limit]
+    succ = graph.nx._succ  # (networkx's own successor dicts)
+    stack = [v for v in readers if v not in inside and rank[v] <= limit]
     seen, seen_groups = set(), set()
     while stack:
         v = stack.pop()

@@ -359,3 +359,20 @@ def test_a_fork_right_after_import_compiles(tmp_path):
         out = subprocess.run([sys.executable, "-c", FORK], cwd=ROOT, env=env, text=True,
                              capture_output=True, timeout=120)
         assert out.returncode == 0 and out.stdout.split() == ["0"], out.stderr
+
+
+def test_concurrent_loads_in_one_process(cache):
+    """Each load links on a thread of its own (pool and libraries loaded once)."""
+    rng = np.random.default_rng(2)
+    x, w = ak.tensor(rng.standard_normal((64, 32))), ak.tensor(rng.standard_normal((32, 8)))
+    k, compiled, _ = _stored(ak.func.grad(lambda w, x: ((x @ w).tanh() ** 2).mean()), w, x)
+    loaded = []
+    threads = [threading.Thread(target=lambda: loaded.append(plan_cache.load(k)))
+               for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(loaded) == 6 and len({id(c) for c in loaded}) == 6
+    for restored in loaded:
+        _same(restored(w, x), compiled(w, x))

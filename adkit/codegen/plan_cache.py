@@ -14,13 +14,15 @@ edited adkit never reads an older entry), numpy's and Python's versions, LLVM's 
 the CPU's (runtime.version_key), the threads plans split work over, the ADKIT_*
 settings, jit's passes. Only jit's own pipeline is cached (a user's passes are
 functions, known to this process only), and no graph that reads a tensor requiring
-grad (its calls read the parameter live).
+grad (its calls read the parameter live). What a key needs once per process (the
+code fingerprint, LLVM's host facts) is made on a thread from import on.
 Value: one file: a JSON header (format, counts, what the code calls), the optimized
 Compiled's plan_state() as plan_codec writes it (the plan, then its graphs' contents,
 which are read when first used: a run needs the plan only), the arrays' bytes, the
 object code and the LLVM IR (read when asked for). A hit links the object code on a
 thread while it decodes the plan. An entry that cannot be read, decoded or linked is a
-miss (compiled again, and then overwritten).
+miss (compiled again, and then overwritten); graphs' contents are checked when read
+(a forged one raises then, never runs code).
 """
 import functools
 import hashlib

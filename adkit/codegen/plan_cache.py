@@ -225,7 +225,9 @@ def _process_settings():
         except Exception:  # noqa: BLE001 -- the first key makes them again, and says why
             pass
     if disk_cache.cache_dir() is not None:
-        thread = threading.Thread(target=made, name="adkit-settings", daemon=True)
+        # (not a daemon: a process that ends at once waits for it, rather than finalize
+        # while it runs in LLVM)
+        thread = threading.Thread(target=made, name="adkit-settings")
         thread.start()
         os.register_at_fork(before=thread.join)
 

@@ -83,10 +83,11 @@ def outer_loop(b, kernel, start, stop, body, sums, out_ptrs, for_loop):
         b.store(b.urem(rest, ir.Constant(I64, dims[d])) if d else rest, digits[d])
         rest = b.udiv(rest, ir.Constant(I64, dims[d]))
     for k, st in enumerate(strides):
-        total = ir.Constant(I64, 0)
-        for d, s in enumerate(st):
-            if s:
-                total = b.add(total, b.mul(b.load(digits[d], typ=I64), ir.Constant(I64, s)))
+        terms = [b.mul(b.load(digits[d], typ=I64), ir.Constant(I64, s))
+                 for d, s in enumerate(st) if s]
+        total = terms[0] if terms else ir.Constant(I64, 0)
+        for term in terms[1:]:
+            total = b.add(total, term)
         b.store(total, offsets[k])
 
     def row(o):

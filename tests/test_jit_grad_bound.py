@@ -52,8 +52,9 @@ def test_side_by_side_batch_is_one_product(transposed):
 
 
 def test_short_rows_and_returned_results_stay_contiguous():
-    """Rows of 20 doubles are not worth it; a returned product must be contiguous."""
-    x, q = RNG.standard_normal((50, 20)), RNG.standard_normal((3, 20, 20))
+    """Rows of 20 doubles are not worth it; a returned product must be contiguous. (K = 40:
+    a [20, 20] right operand is multiplied inside the kernel, fusible.CONTRACT_NARROW_B.)"""
+    x, q = RNG.standard_normal((50, 40)), RNG.standard_normal((3, 40, 20))
     f = ak.jit(lambda x, q: (x @ (q * 2.0)).tanh())
     call, = _gemm_calls(f.compile(ak.tensor(x), ak.tensor(q)))
     assert call.out.strides == (1000, 20, 1)
@@ -102,8 +103,8 @@ def _kernel_outputs(graph):
 def test_value_of_a_product_is_recomputed_by_each_reader():
     """y = x @ q - c (x @ q from BLAS, c small) read by a sum of squares and by a second
     kernel that needs that sum (so it cannot join the first): each computes y from the
-    product; none stores it."""
-    x, q = RNG.standard_normal((500, 20)), RNG.standard_normal((3, 20, 20))
+    product; none stores it. (K = 40: a narrower product runs inside the kernels, below.)"""
+    x, q = RNG.standard_normal((500, 40)), RNG.standard_normal((3, 40, 20))
     c = RNG.standard_normal((3, 1, 20))
 
     def f(x, q, c):
@@ -117,6 +118,28 @@ def test_value_of_a_product_is_recomputed_by_each_reader():
     y = x @ q - c
     want = (y * np.exp(-(y * y).sum(2, keepdims=True))).sum(1)
     np.testing.assert_allclose(ak.jit(f)(*args).numpy(), want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("k, width, inline", [(20, 20, True), (32, 32, True),
+                                              (20, 60, False), (40, 20, False)])
+def test_products_by_a_narrow_right_operand_run_inside_the_kernel(k, width, inline):
+    """GMM's x @ Q_k^T ([n, d] @ [K, d, d], d = 20): K multiply-adds per element inside
+    the kernel reading the product, which is then never stored (BLAS wrote it, 80 MB at
+    ADBench's large size); a wider or longer right operand stays BLAS's
+    (fusible.CONTRACT_NARROW_MAX_K, CONTRACT_NARROW_B)."""
+    x, q = RNG.standard_normal((500, k)), RNG.standard_normal((3, k, width))
+    t = RNG.standard_normal((3, 1, width))
+
+    def f(x, q, t):
+        return ((x @ q - t) ** 2).sum(2)
+    args = [ak.tensor(a) for a in (x, q, t)]
+    compiled = ak.jit(f).compile(*args)
+    stored = [tuple(spec.shape) for specs in _kernel_outputs(compiled.graph)
+              for spec in specs]
+    assert (not _gemm_calls(compiled)) == inline
+    assert (3, 500, width) not in stored
+    np.testing.assert_allclose(ak.jit(f)(*args).numpy(), ((x @ q - t) ** 2).sum(2),
+                               rtol=1e-12)
 
 
 def test_numpy_reads_a_side_by_side_value_as_its_layout(monkeypatch):

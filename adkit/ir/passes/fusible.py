@@ -71,14 +71,22 @@ CONTRACT_MAX_K = 16  # matmuls contracting at most this many terms run inside ke
 # step's 32x32 matrix-vector product: 1,024 multiply-adds, ~0.1 us of call overhead)
 CONTRACT_SMALL_MAX_K = 64
 CONTRACT_SMALL_PRODUCT = 4096
+# and so do products by a narrow right operand (up to NARROW_MAX_K terms, one matrix of
+# B at most NARROW_B elements: it stays in L1, and each output row is a few vectors):
+# ADBench GMM large's x @ Q_k^T, 50 products [10000, 20] @ [20, 20], whose 80 MB result
+# BLAS wrote and the next kernel read back (gradient 28.8 -> 21.7 ms, objective too, and
+# its first call 40 ms quicker: 80 MB fewer fresh pages). A wide B stays BLAS's:
+# [1000, 20] @ [20, 1000] took 1.0 ms there, 1.7 inline.
+CONTRACT_NARROW_MAX_K = 32
+CONTRACT_NARROW_B = 1024
 
 
 def contraction(graph, n):
     """The contracted length K when node n is a matmul (its class says
     `native_contraction`: matmul, mm, bmm) a kernel computes inline, as K multiply-adds
     per element: float operands of the output's dtype, at least one a matrix (the other
-    may be a vector), 1 <= K <= CONTRACT_MAX_K, or a small product (BLAS is better at
-    long sums of big products). Else None."""
+    may be a vector), 1 <= K <= CONTRACT_MAX_K, or a small product, or a product by a
+    narrow right operand (BLAS is better at long sums of big products). Else None."""
     data = graph.nx.nodes[n]
     if data["kind"] != "op" or not getattr(data["op"], "native_contraction", False):
         return None
@@ -91,7 +99,9 @@ def contraction(graph, n):
     k = specs[0].shape[-1]
     work = k * math.prod(data["shape"])
     small = k <= CONTRACT_SMALL_MAX_K and work <= CONTRACT_SMALL_PRODUCT
-    return k if 1 <= k and (k <= CONTRACT_MAX_K or small) else None
+    width = specs[1].shape[-1] if len(specs[1].shape) >= 2 else 1
+    narrow = k <= CONTRACT_NARROW_MAX_K and k * width <= CONTRACT_NARROW_B
+    return k if 1 <= k and (k <= CONTRACT_MAX_K or small or narrow) else None
 
 
 # A product C = A @ B whose right operand a kernel makes, with a long contracted dim

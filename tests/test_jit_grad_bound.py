@@ -120,14 +120,15 @@ def test_value_of_a_product_is_recomputed_by_each_reader():
     np.testing.assert_allclose(ak.jit(f)(*args).numpy(), want, rtol=1e-12)
 
 
-@pytest.mark.parametrize("k, width, inline", [(20, 20, True), (32, 32, True),
-                                              (20, 60, False), (40, 20, False)])
-def test_products_by_a_narrow_right_operand_run_inside_the_kernel(k, width, inline):
+@pytest.mark.parametrize("rows, k, width, inline", [
+    (20000, 20, 20, True), (12000, 32, 32, True), (6000, 20, 60, False),
+    (20000, 40, 20, False), (500, 20, 20, False)])
+def test_products_by_a_narrow_right_operand_run_inside_the_kernel(rows, k, width, inline):
     """GMM's x @ Q_k^T ([n, d] @ [K, d, d], d = 20): K multiply-adds per element inside
     the kernel reading the product, which is then never stored (BLAS wrote it, 80 MB at
-    ADBench's large size); a wider or longer right operand stays BLAS's
-    (fusible.CONTRACT_NARROW_MAX_K, CONTRACT_NARROW_B)."""
-    x, q = RNG.standard_normal((500, k)), RNG.standard_normal((3, k, width))
+    ADBench's large size); a wider or longer right operand, or a product of less than
+    CONTRACT_NARROW_MIN_OUTPUT elements, stays BLAS's (fusible.CONTRACT_NARROW_*)."""
+    x, q = RNG.standard_normal((rows, k)), RNG.standard_normal((3, k, width))
     t = RNG.standard_normal((3, 1, width))
 
     def f(x, q, t):
@@ -137,7 +138,7 @@ def test_products_by_a_narrow_right_operand_run_inside_the_kernel(k, width, inli
     stored = [tuple(spec.shape) for specs in _kernel_outputs(compiled.graph)
               for spec in specs]
     assert (not _gemm_calls(compiled)) == inline
-    assert (3, 500, width) not in stored
+    assert (3, rows, width) not in stored
     np.testing.assert_allclose(ak.jit(f)(*args).numpy(), ((x @ q - t) ** 2).sum(2),
                                rtol=1e-12)
 
@@ -153,7 +154,7 @@ def test_numpy_reads_a_side_by_side_value_as_its_layout(monkeypatch):
     call, = _gemm_calls(compiled)
     assert call.out.strides == (40, 120, 1)
     np.testing.assert_allclose(compiled(ak.tensor(x), ak.tensor(q)).numpy(),
-                               np.sort(x @ np.exp(q), 1), rtol=1e-12)
+                               np.sort(x @ np.exp(q), 1), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("a_shape, b_shape, transpose_a", [

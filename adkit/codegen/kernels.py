@@ -78,6 +78,8 @@ class Contraction(namedtuple("Contraction", ("a", "b", "k", "a_stride", "b_strid
     __slots__ = ()
     ACCUMULATORS = 4  # independent partial sums: enough to hide an add's latency
 
+    LOOP_MIN_K = 12  # longer sums are a loop over their terms, `chains` per trip
+
     def emit(self, emitter, sb, operand, in_bases, points):
         """The k products at each of the inner indices `points` as fused multiply-adds
         into partial sums (term kk into sum kk % chains), added pairwise at the end:
@@ -85,28 +87,76 @@ class Contraction(namedtuple("Contraction", ("a", "b", "k", "a_stride", "b_strid
         latencies. An operand that does not move along the inner dim (the row of a
         matrix-vector product) is loaded once for all points: the points of an
         unrolled trip share its loads, so a 32-wide matrix-vector product reads the
-        vector 32 times, not 128."""
-        b, kernel = emitter.b, emitter.kernel
+        vector 32 times, not 128. From LOOP_MIN_K terms on, the terms are a loop (a
+        GMM gradient's x @ Q_k^T, K = 20, unrolled was a fifth of its IR)."""
         chains = max(2, self.ACCUMULATORS // len(points))
+        if self.k < max(self.LOOP_MIN_K, 2 * chains):
+            sums = self._summed_unrolled(emitter, sb, in_bases, points, chains)
+        else:
+            sums = self._summed_in_a_loop(emitter, sb, in_bases, points, chains)
+        return [name_value(_pairwise(emitter.b, partial), self.name) for partial in sums]
+
+    def _summed_unrolled(self, emitter, sb, in_bases, points, chains):
+        """The partial sums (`chains` per point) of the k terms, one after the other."""
         sums = [[] for _ in points]
         for kk in range(self.k):
-            terms = []
-            for ref, stride in ((self.a, self.a_stride), (self.b, self.b_stride)):
-                k = ref.index
-                base = add_index(b, in_bases[k], ir.Constant(I64, kk * stride))
-                inner = kernel.strides[k][-1]
-                at = points if inner else points[:1]
-                loads = [_load(b, sb, emitter.in_ptrs[k], base, inner, i,
-                               mask=emitter.mask) for i in at]
-                terms.append(loads if inner else loads * len(points))
-            for c, (x, y) in enumerate(zip(*terms)):
-                product = b.fmul(x, y, flags=("contract",))
+            for c, product in enumerate(self._products(emitter, sb, in_bases, points, kk)):
                 j = kk % chains
                 if j == len(sums[c]):
                     sums[c].append(product)
                 else:
-                    sums[c][j] = b.fadd(sums[c][j], product, flags=("contract",))
-        return [name_value(_pairwise(b, partial), self.name) for partial in sums]
+                    sums[c][j] = emitter.b.fadd(sums[c][j], product, flags=("contract",))
+        return sums
+
+    def _products(self, emitter, sb, in_bases, points, kk):
+        """a * b of term kk (an int, or an i64 value) at each point."""
+        b, kernel = emitter.b, emitter.kernel
+        terms = []
+        for ref, stride in ((self.a, self.a_stride), (self.b, self.b_stride)):
+            k = ref.index
+            offset = ir.Constant(I64, kk * stride) if isinstance(kk, int) else \
+                b.mul(kk, ir.Constant(I64, stride))
+            base = add_index(b, in_bases[k], offset)
+            inner = kernel.strides[k][-1]
+            at = points if inner else points[:1]
+            loads = [_load(b, sb, emitter.in_ptrs[k], base, inner, i, mask=emitter.mask)
+                     for i in at]
+            terms.append(loads if inner else loads * len(points))
+        return [b.fmul(x, y, flags=("contract",)) for x, y in zip(*terms)]
+
+    def _summed_in_a_loop(self, emitter, sb, in_bases, points, chains):
+        """The partial sums (`chains` per point) of the k terms: a loop of k // chains
+        trips, one term into each sum per trip, then the k % chains terms left."""
+        b = emitter.b
+        typ = sb.elem if sb.lanes == 1 else ir.VectorType(sb.elem, sb.lanes)
+        zero = ir.Constant(typ, 0.0 if sb.lanes == 1 else [0.0] * sb.lanes)
+        trips, left = divmod(self.k, chains)
+        before = b.block
+        loop, after = b.append_basic_block("contract"), b.append_basic_block("contract.end")
+        b.branch(loop)
+        b.position_at_end(loop)
+        trip = b.phi(I64)
+        sums = [[b.phi(typ) for _ in range(chains)] for _ in points]
+        first = b.mul(trip, ir.Constant(I64, chains))
+        added = [[None] * chains for _ in points]
+        for j in range(chains):
+            kk = add_index(b, first, ir.Constant(I64, j))
+            for c, product in enumerate(self._products(emitter, sb, in_bases, points, kk)):
+                added[c][j] = b.fadd(sums[c][j], product, flags=("contract",))
+        following = b.add(trip, ir.Constant(I64, 1))
+        trip.add_incoming(ir.Constant(I64, 0), before)
+        trip.add_incoming(following, b.block)
+        for c in range(len(points)):
+            for j in range(chains):
+                sums[c][j].add_incoming(zero, before)
+                sums[c][j].add_incoming(added[c][j], b.block)
+        b.cbranch(b.icmp_signed("<", following, ir.Constant(I64, trips)), loop, after)
+        b.position_at_end(after)
+        for j in range(left):
+            for c, product in enumerate(self._products(emitter, sb, in_bases, points,
+                                                       trips * chains + j)):
+                added[c][j] = b.fadd(added[c][j], product, flags=("contract",))
+        return added
 
     def ns_per_element(self, ns_per_step):
         """Its time in the thread cost model: k multiplications and k additions."""

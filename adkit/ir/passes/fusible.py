@@ -79,6 +79,9 @@ CONTRACT_SMALL_PRODUCT = 4096
 # [1000, 20] @ [20, 1000] took 1.0 ms there, 1.7 inline.
 CONTRACT_NARROW_MAX_K = 32
 CONTRACT_NARROW_B = 1024
+# (only products this big: the K unrolled multiply-adds per element are ~2 kB of IR
+# per kernel, which smaller products, BLAS's before, need not pay in first calls)
+CONTRACT_NARROW_MIN_OUTPUT = 1 << 20
 
 
 def contraction(graph, n):
@@ -100,7 +103,8 @@ def contraction(graph, n):
     work = k * math.prod(data["shape"])
     small = k <= CONTRACT_SMALL_MAX_K and work <= CONTRACT_SMALL_PRODUCT
     width = specs[1].shape[-1] if len(specs[1].shape) >= 2 else 1
-    narrow = k <= CONTRACT_NARROW_MAX_K and k * width <= CONTRACT_NARROW_B
+    narrow = k <= CONTRACT_NARROW_MAX_K and k * width <= CONTRACT_NARROW_B and \
+        math.prod(data["shape"]) >= CONTRACT_NARROW_MIN_OUTPUT
     return k if 1 <= k and (k <= CONTRACT_MAX_K or small or narrow) else None
 
 

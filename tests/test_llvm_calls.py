@@ -90,3 +90,23 @@ def test_jitted_functions_compiled_on_threads_at_once_agree(monkeypatch):
         want = np.sum(np.sin(x.numpy() * (k + 1.0)) + np.exp(x.numpy()))
         assert got[k] == pytest.approx(want, rel=1e-12)
 
+
+
+def test_prompt_handoffs_lower_the_switch_interval_while_used_and_put_it_back():
+    import sys
+    from adkit.codegen import llvm_calls
+    before = sys.getswitchinterval()
+    with llvm_calls.prompt_handoffs():
+        assert sys.getswitchinterval() == pytest.approx(llvm_calls.PROMPT_SWITCH_INTERVAL, rel=0.05)
+        with llvm_calls.prompt_handoffs():  # nested (another compile, another thread)
+            assert sys.getswitchinterval() == pytest.approx(
+                llvm_calls.PROMPT_SWITCH_INTERVAL, rel=0.05)
+        assert sys.getswitchinterval() == pytest.approx(llvm_calls.PROMPT_SWITCH_INTERVAL, rel=0.05)
+    assert sys.getswitchinterval() == pytest.approx(before, rel=0.05)
+    sys.setswitchinterval(1e-4)  # a user's shorter interval is kept
+    try:
+        with llvm_calls.prompt_handoffs():
+            assert sys.getswitchinterval() == pytest.approx(1e-4, rel=0.05)
+        assert sys.getswitchinterval() == pytest.approx(1e-4, rel=0.05)
+    finally:
+        sys.setswitchinterval(before)

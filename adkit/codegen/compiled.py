@@ -19,7 +19,7 @@ from ..control import batch_accumulations, hoist_invariants, merge_residual_scan
 from ..ir import evaluate, passes
 from ..tensor import _make
 from . import buffers, compiled_view, pickling, plan, pool, program, runtime, steps
-from . import kernel_modules
+from . import kernel_modules, llvm_calls
 
 # results smaller than this are fresh arrays per call; larger ones are recycled (fresh
 # large arrays cost page faults, small ones come from malloc's pool)
@@ -75,7 +75,8 @@ class Compiled:
         # the first call's blocks, touched while the code is made
         self._first_blocks = _touched_meanwhile(self._block_sizes) \
             if sum(self._block_sizes) >= _TOUCH_BYTES else None
-        native = self._emit_and_compile(name, quick)
+        with llvm_calls.prompt_handoffs():  # (threads compile beside this Python)
+            native = self._emit_and_compile(name, quick)
         self.segments = [step.name for step in planner.segments]
         self.segment_calls = [step.calls for step in planner.segments]  # NativeCalls
         self.n_slots = planner.n_slots

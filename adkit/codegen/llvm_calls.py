@@ -2,8 +2,8 @@
 generation) made without llvmlite's process-wide lock, so that compiles on threads run
 side by side (runtime._object_code is their one user).
 
-Owns: `parse_assembly`, `run_passes`, `emit_object`. Does not: decide what is compiled
-or how (runtime.py).
+Owns: `parse_assembly`, `run_passes`, `emit_object`, `prompt_handoffs`. Does not:
+decide what is compiled or how (runtime.py).
 
 Why: llvmlite wraps every C function in one process-wide re-entrant lock (its
 ffi._lib_fn_wrapper), so two threads' compiles ran one after the other: quick code's
@@ -19,6 +19,9 @@ objects, MCJIT, reading results) goes through llvmlite as usual, under its lock.
 llvmlite does not expose the unlocked function (`_cfn`, present since 0.37), the
 locked one is called.
 """
+import contextlib
+import sys
+import threading
 from ctypes import c_char_p, string_at
 
 from llvmlite.binding import ffi
@@ -62,4 +65,32 @@ def emit_object(machine, module, use_object=True):
         ffi.lib.LLVMPY_DisposeMemoryBuffer(buffer)
 
 
-__all__ = ["emit_object", "parse_assembly", "run_passes"]
+# Python's switch interval while code is made (prompt_handoffs)
+PROMPT_SWITCH_INTERVAL = 0.0005
+_handoffs = {"users": 0, "saved": None}
+_handoffs_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def prompt_handoffs():
+    """Python's switch interval at PROMPT_SWITCH_INTERVAL for the duration
+    (process-wide; the previous one is put back when the last user leaves). A thread
+    compiling beside the caller's Python takes the GIL back after each of its ~15 calls
+    into llvmlite (ctypes releases it for the call), and waits up to the switch
+    interval for it each time: with the default 5 ms, GMM large's first call waited 32
+    ms for its early kernels' compile to start and 63 ms for 22 ms of LLVM."""
+    with _handoffs_lock:
+        if _handoffs["users"] == 0:
+            _handoffs["saved"] = sys.getswitchinterval()
+            sys.setswitchinterval(min(_handoffs["saved"], PROMPT_SWITCH_INTERVAL))
+        _handoffs["users"] += 1
+    try:
+        yield
+    finally:
+        with _handoffs_lock:
+            _handoffs["users"] -= 1
+            if _handoffs["users"] == 0:
+                sys.setswitchinterval(_handoffs["saved"])
+
+
+__all__ = ["emit_object", "parse_assembly", "prompt_handoffs", "run_passes"]

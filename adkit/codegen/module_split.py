@@ -2,7 +2,7 @@
 the rest (runtime.quick_object compiles the first at LLVM's code generation level 0,
 on a thread, beside the second at level 1).
 
-Owns: `split_cold(text, cold)`. Does not: decide what is cold (compiled.quick_cold) or
+Owns: `split_cold(text, cold)`, `defined_functions(text)`. Does not: decide what is cold (compiled.quick_cold) or
 compile (runtime.py).
 
 Why: LLVM's code generation at opt level 1 costs ~0.5-1 ms per function before its
@@ -54,6 +54,12 @@ def _declaration(lines):
     return ["declare" + lines[0][len("define"):].rstrip(" {")]
 
 
+def defined_functions(text):
+    """The names of the functions the module's text defines."""
+    return [_DEFINE.match(line).group(2) for line in text.split("\n")
+            if line.startswith("define")]
+
+
 def split_cold(text, cold):
     """(cold module's text, the other's) for the functions `cold(name)` says, or None
     when one of the two would define no function or the module cannot be split."""
@@ -77,4 +83,4 @@ def split_cold(text, cold):
     return module(True), module(False)
 
 
-__all__ = ["split_cold"]
+__all__ = ["defined_functions", "split_cold"]

@@ -391,7 +391,7 @@ def quick_object(text, level=1, cold=None):
     def compile_cold():
         try:
             cold_object["data"] = _object_code(cold_text, quick=True, level=0,
-                                               cold=lambda name: True)
+                                               passes=False)
         except BaseException as e:  # noqa: BLE001 -- raised in the caller below
             cold_object["error"] = e
     worker = threading.Thread(target=compile_cold, name="adkit-llvm-cold", daemon=True)
@@ -405,38 +405,49 @@ def quick_object(text, level=1, cold=None):
     return [cold_object["data"], hot_object]
 
 
-def _object_code(text, quick, level=1, assembly=False, cold=None):
+def _object_code(text, quick, level=1, assembly=False, cold=None, passes=True):
     """Object code (or assembly) of IR text, in an LLVM context of its own (a context
     is not thread safe, and compiles run on threads, side by side: llvm_calls.py),
     disposed before this returns (a context and its modules left to the garbage
     collector may be freed in either order, and a module freed after its context
-    crashes)."""
+    crashes). Quick code without `passes`: code generation only (module_split's cold
+    half). Few calls into llvmlite: each takes the GIL again, and a thread compiling
+    beside Python that emits IR waits up to the switch interval (5 ms) for it."""
     context = llvm.create_context()
     module = llvm_calls.parse_assembly(text, context)
     try:
         module.verify()
         machine = thread_target_machine(level if quick else 3)
-        if quick:
-            for fn in module.functions:  # (a module of kernels has no entries)
-                if cold is not None and cold(fn.name) and not fn.is_declaration:
-                    fn.add_function_attribute("noinline")  # (optnone requires it)
-                    fn.add_function_attribute("optnone")
+        if not quick:
+            optimize(module, machine, own_context=True)
+        elif passes:
+            _mark_unoptimized(module, text, cold)
             builder = llvm.create_pass_builder(machine,
                                                llvm.create_pipeline_tuning_options())
-            passes = llvm.create_new_module_pass_manager()
-            passes.add_sroa_pass()
-            passes.add_instruction_combine_pass()
-            passes.add_simplify_cfg_pass()
-            llvm_calls.run_passes(passes, module, builder)
-            del passes, builder  # before anything they point to
-        else:
-            optimize(module, machine, own_context=True)
+            pass_manager = llvm.create_new_module_pass_manager()
+            pass_manager.add_sroa_pass()
+            pass_manager.add_instruction_combine_pass()
+            pass_manager.add_simplify_cfg_pass()
+            llvm_calls.run_passes(pass_manager, module, builder)
+            del pass_manager, builder  # before anything they point to
         with code_generation(quick):
             data = llvm_calls.emit_object(machine, module, use_object=not assembly)
         return data.decode() if assembly else data
     finally:
         module.close()
         context.close()
+
+
+def _mark_unoptimized(module, text, cold):
+    """LLVM's optnone on the functions `cold(name)` says, found by name in the text
+    (not by walking the module's functions through llvmlite, three calls each)."""
+    if cold is None:
+        return
+    for name in module_split.defined_functions(text):
+        if cold(name):
+            fn = module.get_function(name)
+            fn.add_function_attribute("noinline")  # (optnone requires it)
+            fn.add_function_attribute("optnone")
 
 
 def thread_target_machine(level):

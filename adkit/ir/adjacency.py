@@ -94,10 +94,17 @@ def new_id(g):
 
 
 def ancestors(g, node):
-    """networkx's `ancestors(g, node)`, walked on its producer dicts: networkx's call
-    goes through its dispatch, which compiles a wrapper on a process's first call."""
+    """networkx's `ancestors(g, node)` (of a graph without cycles), walked on its
+    producer dicts: networkx's call goes through its dispatch, which compiles a wrapper
+    on a process's first call."""
+    return reach_up(g, [node]) - {node}
+
+
+def reach_up(g, roots):
+    """The roots and every node they depend on: one walk up networkx's producer dicts
+    (a walk per root would go over the nodes they share again)."""
     pred = g._pred
-    found, stack = set(), [node]
+    found, stack = set(roots), list(roots)
     while stack:
         for u in pred[stack.pop()]:
             if u not in found:

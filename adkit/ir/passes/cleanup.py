@@ -19,7 +19,7 @@ import numpy as np
 from ... import _dispatch, dtypes
 from ...autograd.grad_mode import no_grad
 from ...tensor import Tensor, _make
-from .. import rules
+from .. import adjacency, rules
 from .editing import apply_passes, edits
 
 
@@ -211,16 +211,8 @@ def _drop_unread_outputs(g, n):
 
 
 def _ancestors_and_self(graph, roots):
-    """The roots and every node they depend on (one walk up networkx's producer
-    dicts, where a walk per root went over the nodes they share again)."""
-    pred = graph.nx._pred
-    found, stack = set(roots), list(roots)
-    while stack:
-        for u in pred[stack.pop()]:
-            if u not in found:
-                found.add(u)
-                stack.append(u)
-    return found
+    """The roots and every node they depend on (adjacency.reach_up)."""
+    return adjacency.reach_up(graph.nx, roots)
 
 
 # ------------------------------------------------------------------ cse

@@ -15,7 +15,10 @@ the CPU's (runtime.version_key), the threads plans split work over, the ADKIT_*
 settings, jit's passes. Only jit's own pipeline is cached (a user's passes are
 functions, known to this process only), and no graph that reads a tensor requiring
 grad (its calls read the parameter live). What a key needs once per process (the
-code fingerprint, LLVM's host facts) is made on a thread from import on.
+code fingerprint, LLVM's host facts) is made by the first key: a thread making it from
+import on (as for a while) cost a small graph's warm first call ~2 ms, trace slowed
+by the thread's GIL hand-offs (case c: 8.8-12.4, median 10.5, without it; 9.1-15.7,
+median 12.6, with it; 8 turns).
 Value: one file: a JSON header (format, counts, what the code calls), the optimized
 Compiled's plan_state() as plan_codec writes it (the plan, then its graphs' contents,
 which are read when first used: a run needs the plan only), the arrays' bytes, the
@@ -211,27 +214,5 @@ def write(k, compiled):
     disk_cache.store(k, [header, *chunks], _SUFFIX, _MAGIC)
     compiled.plan_key = k
 
-
-def _process_settings():
-    """What _settings() finds once per process (adkit's code fingerprint, a stat per
-    module; LLVM's host facts, libmvec), made on a thread while the process goes on
-    starting: ~2 ms of its first key otherwise; and LLVM's JIT made ready (its first
-    engine took ~1.5 ms more than later ones, a hit's or a compile's). A fork waits for
-    it (a child must not inherit llvmlite's lock held by a thread it does not have)."""
-    def made():
-        try:
-            code_fingerprint(), _host(), runtime.mvec_available()
-            runtime.from_object_code([], [])  # (an engine of nothing, dropped)
-        except Exception:  # noqa: BLE001 -- the first key makes them again, and says why
-            pass
-    if disk_cache.cache_dir() is not None:
-        # (not a daemon: a process that ends at once waits for it, rather than finalize
-        # while it runs in LLVM)
-        thread = threading.Thread(target=made, name="adkit-settings")
-        thread.start()
-        os.register_at_fork(before=thread.join)
-
-
-_process_settings()
 
 __all__ = ["code_fingerprint", "directory_fingerprint", "key", "load", "store", "write"]

@@ -49,6 +49,7 @@ class _Prefetch:
     def _run(self):
         try:
             self.data = _object_code()
+            _link(wait=False)  # not on the first call's path (its workers start there)
         except BaseException as e:  # noqa: BLE001 -- _native_object_code raises it
             self.error = e
 
@@ -81,6 +82,8 @@ def _native_object_code():
     """The pool's object code: prefetch()'s, or made now."""
     global _prefetched
     started, _prefetched = _prefetched, None
+    if started is not None and started.thread is threading.current_thread():
+        return started.data  # (the prefetch thread, linking what it made)
     data = started.result() if started is not None else None
     return data if data is not None else _object_code()
 
@@ -110,7 +113,7 @@ class _Native:
         return address
 
 
-_lock = threading.Lock()  # compile, start and stop one at a time
+_lock = threading.RLock()  # compile, link, start and stop one at a time
 _native = None  # the compiled pool, once per process
 _workers = None  # workers running; None before ensure() and after shutdown()
 
@@ -131,22 +134,37 @@ def default_workers():
     return count if cap is None else min(count, cap - 1)
 
 
+def _link(wait=True):
+    """Link the compiled pool and register `adkit_pool_run` (once per process, under
+    _lock): ~1.5 ms of a first call's path when only ensure() did it, now done by the
+    prefetch thread once its compile is done. That thread does not `wait` for the lock:
+    ensure() may hold it while it waits for that thread (it then links the code)."""
+    global _native
+    if not _lock.acquire(blocking=wait):
+        return
+    try:
+        if _native is None:
+            native = _Native()
+            native.init()
+            llvm.add_symbol(RUN_NAME, native.run_address)  # now modules may call it
+            atexit.register(shutdown)
+            os.register_at_fork(after_in_child=_after_fork_in_child)
+            _native = native
+    finally:
+        _lock.release()
+
+
 def ensure(workers=None):
     """Compile the pool and register `adkit_pool_run` (once per process), and start
     `workers` threads (default: default_workers()), restarting it when the pool runs
     another number. Returns the number of workers running (fewer than asked when the
     system makes no more threads). Call it before a module that calls adkit_pool_run is
     compiled or loaded: its symbol is resolved then (emit_run does)."""
-    global _native, _workers
+    global _workers
     if workers is None and _workers is not None:
         return _workers  # the common case, from every emit_run
     with _lock:
-        if _native is None:
-            _native = _Native()
-            _native.init()
-            llvm.add_symbol(RUN_NAME, _native.run_address)  # now modules may call it
-            atexit.register(shutdown)
-            os.register_at_fork(after_in_child=_after_fork_in_child)
+        _link()
         want = default_workers() if workers is None else workers
         want = max(0, min(int(want), MAX_WORKERS))
         if _workers is not None and (workers is None or want == _workers):
@@ -182,7 +200,7 @@ def _after_fork_in_child():
     mutex may be held, or a condition variable waited on, by a thread that is not
     there. Fresh sync objects and state, then as many workers as the parent had."""
     global _lock, _workers, _prefetched
-    _lock = threading.Lock()  # another parent thread may have held it at the fork
+    _lock = threading.RLock()  # another parent thread may have held it at the fork
     _prefetched = None  # its thread is not in the child
     if _native is None:
         return

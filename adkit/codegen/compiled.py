@@ -106,15 +106,9 @@ class Compiled:
         try:
             for step in self.steps:
                 step.emit(module, vector_bytes)
-        except BaseException:
-            compiles.wait()
-            raise
-        finally:
-            kernel_modules.KERNEL_MODULES.reset(token)
-        if not module.functions:  # a plan whose steps all run on numpy
-            compiles.wait()
-            return None
-        try:
+            if not module.functions:  # a plan whose steps all run on numpy
+                compiles.wait()
+                return None
             text = str(module)
             for kernels_text in split.texts():
                 compiles.add(text)
@@ -122,6 +116,8 @@ class Compiled:
         except BaseException:
             compiles.wait()
             raise
+        finally:
+            kernel_modules.KERNEL_MODULES.reset(token)
         if _config.dump_llvm():
             _config.dump(f"{name} LLVM IR", "\n".join([*compiles.texts, text]), "ll")
         return compiles.finish(text)
@@ -358,7 +354,9 @@ def kernel_module_groups(n_kernels):
     from _SPLIT_KERNELS kernels on. None on a 2-CPU machine: measured on one (shared
     with other work, 10 fresh processes each, in turns), GMM large's first call took
     315 ms (median) in one module and 370 in three, 390-450 in two: the threads only
-    took CPU time from the caller's Python and the page touching."""
+    took CPU time from the caller's Python and the page touching. (That was before
+    llvm_calls.py: llvmlite's lock ran those compiles one after the other; quick code
+    on two CPUs now lowers its slowest kernels first instead, EarlyKernels.)"""
     spare = pool.usable_cpus() - 2
     return max(0, min(2, spare)) if n_kernels >= _SPLIT_KERNELS else 0
 

@@ -56,8 +56,7 @@ def _declaration(lines):
 
 def defined_functions(text):
     """The names of the functions the module's text defines."""
-    return [_DEFINE.match(line).group(2) for line in text.split("\n")
-            if line.startswith("define")]
+    return [name for kind, name, _ in _items(text) if kind == "define"]
 
 
 def split_cold(text, cold):

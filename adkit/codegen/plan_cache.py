@@ -33,12 +33,12 @@ import json
 import os
 import struct
 import sys
-import threading
 
 import numpy as np
 
 from .. import _config
 from . import disk_cache, plan_codec, plan_digest, pool, runtime
+from .on_thread import OnThread
 from .compiled import OPTIMIZE, Compiled
 
 FORMAT = "adkit-plan-4"
@@ -118,7 +118,8 @@ def load(k):
         head, text, graphs, blobs, objects, texts = _split(data)
         if head.get("format") != FORMAT:
             return None
-        linking = _Linking(head, objects, texts) if objects else None
+        linking = OnThread(lambda: _linked(head, objects, texts), "adkit-plan-link") \
+            if objects else None
         state = plan_codec.decode(text, blobs, graphs)
         compiled = Compiled.restored(state, linking.result if linking else lambda: None)
     except Exception:  # noqa: BLE001 -- any damage is a miss: the signature compiles
@@ -129,35 +130,16 @@ def load(k):
     return compiled
 
 
-class _Linking:
-    """The stored object code loaded on a thread of its own, with what it calls loaded
-    first; `result()` gives its NativeModule (or raises what linking raised)."""
-
-    def __init__(self, head, objects, texts):
-        self.head, self.objects, self.texts = head, objects, texts
-        self.native = self.error = None
-        self.thread = threading.Thread(target=self._run, name="adkit-plan-link",
-                                       daemon=True)
-        self.thread.start()
-
-    def _run(self):
-        try:
-            runtime.mvec_available()
-            if self.head["blas"]:
-                runtime.blas_library()
-            if self.head["pool"]:
-                pool.ensure()  # registers the pool's entry point before the code is linked
-            texts = self.texts
-            self.native = runtime.from_object_code(
-                lambda: [bytes(t).decode() for t in texts], [bytes(o) for o in self.objects])
-        except BaseException as e:  # noqa: BLE001 -- result() raises it in the caller
-            self.error = e
-
-    def result(self):
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
-        return self.native
+def _linked(head, objects, texts):
+    """The stored object code's NativeModule (run on a thread of its own while the
+    plan decodes), with what it calls loaded first."""
+    runtime.mvec_available()
+    if head["blas"]:
+        runtime.blas_library()
+    if head["pool"]:
+        pool.ensure()  # registers the pool's entry point before the code is linked
+    return runtime.from_object_code(
+        lambda: [bytes(t).decode() for t in texts], [bytes(o) for o in objects])
 
 
 def _split(data):

@@ -17,6 +17,7 @@ from llvmlite import ir
 
 from .. import _config
 from . import disk_cache, pool_ir, runtime
+from .on_thread import OnThread
 from .pool_ir import (CALLER_SPINS, I64, MAX_WORKERS, PART, PTR, RUN,  # noqa: F401
                       RUN_NAME, WORKER_SPINS, entry_alloca, build_module)
 
@@ -37,32 +38,15 @@ def _object_code():
     return data
 
 
-class _Prefetch:
-    """_object_code() on a thread of its own, started by prefetch()."""
-
-    def __init__(self):
-        self.data = self.error = None
-        self.thread = threading.Thread(target=self._run, name="adkit-pool-compile",
-                                       daemon=True)
-        self.thread.start()
-
-    def _run(self):
-        try:
-            self.data = _object_code()
-            _link(wait=False)  # not on the first call's path (its workers start there)
-        except BaseException as e:  # noqa: BLE001 -- _native_object_code raises it
-            self.error = e
-
-    def result(self):
-        """Its object code (None when the thread never ran to the end: a fork's child
-        has no such thread)."""
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
-        return self.data
+def _compile_and_link():
+    """The prefetch thread's work: the pool's object code, linked here too (not on the
+    first call's path; its workers start there)."""
+    data = _object_code()
+    _link(wait=False, data=data)
+    return data
 
 
-_prefetched = None  # the _Prefetch prefetch() started, until ensure() takes its code
+_prefetched = None  # the OnThread prefetch() started, until ensure() takes its code
 
 
 def prefetch():
@@ -75,15 +59,14 @@ def prefetch():
     if _native is None and _prefetched is None:
         with _lock:
             if _native is None and _prefetched is None:
-                _prefetched = _Prefetch()
+                _prefetched = OnThread(_compile_and_link, "adkit-pool-compile")
 
 
 def _native_object_code():
-    """The pool's object code: prefetch()'s, or made now."""
+    """The pool's object code: prefetch()'s (None when its thread never ran to the end:
+    a fork's child has no such thread), or made now."""
     global _prefetched
     started, _prefetched = _prefetched, None
-    if started is not None and started.thread is threading.current_thread():
-        return started.data  # (the prefetch thread, linking what it made)
     data = started.result() if started is not None else None
     return data if data is not None else _object_code()
 
@@ -92,10 +75,10 @@ class _Native:
     """The compiled pool: its engine, never freed (workers, and callers on daemon
     threads, may run its code while the interpreter finalizes), and its entry points."""
 
-    def __init__(self):
+    def __init__(self, data):
         empty = llvm.parse_assembly("")
         self.engine = llvm.create_mcjit_compiler(empty, runtime.new_target_machine())
-        self.engine.add_object_file(llvm.ObjectFileRef.from_data(_native_object_code()))
+        self.engine.add_object_file(llvm.ObjectFileRef.from_data(data))
         self.engine.finalize_object()
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(self.engine))  # immortal, see above
         self.run_address = self._address(RUN_NAME)
@@ -134,17 +117,18 @@ def default_workers():
     return count if cap is None else min(count, cap - 1)
 
 
-def _link(wait=True):
-    """Link the compiled pool and register `adkit_pool_run` (once per process, under
-    _lock): ~1.5 ms of a first call's path when only ensure() did it, now done by the
-    prefetch thread once its compile is done. That thread does not `wait` for the lock:
-    ensure() may hold it while it waits for that thread (it then links the code)."""
+def _link(wait=True, data=None):
+    """Link the compiled pool (`data`, else _native_object_code()) and register
+    `adkit_pool_run` (once per process, under _lock): ~1.5 ms of a first call's path
+    when only ensure() did it, now done by the prefetch thread once its compile is
+    done. That thread does not `wait` for the lock: ensure() may hold it while it
+    waits for that thread (it then links the code)."""
     global _native
     if not _lock.acquire(blocking=wait):
         return
     try:
         if _native is None:
-            native = _Native()
+            native = _Native(data if data is not None else _native_object_code())
             native.init()
             llvm.add_symbol(RUN_NAME, native.run_address)  # now modules may call it
             atexit.register(shutdown)

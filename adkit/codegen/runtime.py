@@ -19,6 +19,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from . import disk_cache, llvm_calls, module_split
+from .on_thread import OnThread
 
 LIBMVEC_CANDIDATES = ("libmvec.so.1", "/lib/x86_64-linux-gnu/libmvec.so.1",
                       "/usr/lib/x86_64-linux-gnu/libmvec.so.1")
@@ -386,23 +387,13 @@ def quick_object(text, level=1, cold=None):
     if halves is None:
         return _object_code(text, quick=True, level=level, cold=cold)
     cold_text, hot_text = halves  # (module_split.py says why)
-    cold_object = {}
-
-    def compile_cold():
-        try:
-            cold_object["data"] = _object_code(cold_text, quick=True, level=0,
-                                               passes=False)
-        except BaseException as e:  # noqa: BLE001 -- raised in the caller below
-            cold_object["error"] = e
-    worker = threading.Thread(target=compile_cold, name="adkit-llvm-cold", daemon=True)
-    worker.start()
+    cold_object = OnThread(lambda: _object_code(cold_text, quick=True, level=0,
+                                                passes=False), "adkit-llvm-cold")
     try:
         hot_object = _object_code(hot_text, quick=True, level=level)
     finally:
-        worker.join()
-    if "error" in cold_object:
-        raise cold_object["error"]
-    return [cold_object["data"], hot_object]
+        cold_object.thread.join()
+    return [cold_object.result(), hot_object]
 
 
 def _object_code(text, quick, level=1, assembly=False, cold=None, passes=True):

@@ -2,8 +2,8 @@
 examples/dask_gradients.py's chunked gradient on two worker processes against one.
 
 Both clusters (one worker; two workers; one thread and one native thread per worker)
-start first, make the data on their workers and keep it there (persist, then
-rebalance: as many chunks on each worker), and compile
+start first, make the data on their workers and keep it there (chunk i on worker
+i mod n: as many chunks on each worker), and compile
 (the first run, timed apart); then the timed runs take turns, one-worker and two-worker,
 so both see the same drift of a machine whose cores other work also uses. Printed: each
 run's seconds, the median ratio two / one, the cores the workers got (their CPU seconds
@@ -12,7 +12,7 @@ cores) and this process's (client and scheduler), and each worker's compiles. Th
 target is <= 0.6 on two cores.
 
     pip install dask distributed
-    python benchmarks/dask_scaling.py [--chunks 16] [--rows 20000] [--rounds 5]
+    python benchmarks/dask_scaling.py [--chunks 16] [--rows 100000] [--rounds 9]
 """
 import argparse
 import contextlib
@@ -25,6 +25,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                 "examples"))
 import dask_gradients as example  # noqa: E402
+import dask.array as da  # noqa: E402
 from dask.distributed import wait  # noqa: E402
 
 
@@ -33,19 +34,37 @@ def timed(client, params, X):
     parameters' summed over the chunks, and the squared norm of each example's."""
     cpu0 = sum(client.run(time.process_time).values())
     t0, own0 = time.perf_counter(), time.process_time()
-    client.compute(example.total_param_gradients(X, params)).result()
     # per-example gradient norms: the gradients stay on the workers (gathering all of
-    # them, 80 MB at the defaults, would time the client's transfer, not the workers)
-    client.compute((example.all_input_gradients(X, params) ** 2).sum(axis=1)).result()
+    # them, 80 MB at the defaults, would time the client's transfer, not the workers).
+    # Both parts go in one graph, so that no worker idles between them.
+    client.gather(client.compute([example.total_param_gradients(X, params),
+                                  (example.all_input_gradients(X, params) ** 2).sum(axis=1)]))
     wall, own = time.perf_counter() - t0, time.process_time() - own0
     return wall, sum(client.run(time.process_time).values()) - cpu0, own
+
+
+def dealt(client, X):
+    """X made and kept on the workers, its chunks dealt out in turn: as many on each
+    (persist alone had put 10 of 16 on one worker, and rebalance, by memory, left 9 and
+    7, so that one worker finished a quarter of a run before the other)."""
+    workers = sorted(client.scheduler_info()["workers"])
+    blocks = X.to_delayed().ravel()
+    kept = [client.persist(block, workers=[workers[i % len(workers)]])
+            for i, block in enumerate(blocks)]
+    wait(kept)
+    rows = X.chunks[0]
+    return da.concatenate([da.from_delayed(block, (n_rows, X.shape[1]), X.dtype)
+                           for block, n_rows in zip(kept, rows)])
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=16)
-    parser.add_argument("--rows", type=int, default=20000)
-    parser.add_argument("--rounds", type=int, default=5)
+    # 100,000 rows a chunk: a task of ~50-100 ms (Dask's guide asks for at least
+    # 100 ms); at 20,000 a run takes ~0.5 s on one worker, and Dask's fixed cost
+    # of a run (~0.1 s: submitting, the first and last tasks) bounds the ratio
+    parser.add_argument("--rows", type=int, default=100000)
+    parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--hidden", type=int, default=example.HIDDEN,
                         help="hidden units: more makes each row's gradient compute-bound")
     args = parser.parse_args()
@@ -57,11 +76,7 @@ def main():
         first, runs, cpu, own = {}, *({n: [] for n in sizes} for _ in range(3))
         held = {}  # the data, made once on each cluster's workers and kept there
         for n in sizes:
-            held[n] = clients[n].persist(X)
-            wait(held[n])
-            # chunks spread evenly over the workers, as far as rebalance (by memory)
-            # goes: persist had put 10 of 16 on one worker
-            clients[n].rebalance(held[n])
+            held[n] = dealt(clients[n], X)
             first[n] = timed(clients[n], params, held[n])[0]  # compiles included
         for _ in range(args.rounds):
             for n in sizes:

@@ -52,3 +52,19 @@ def test_dask_local_cluster_gradients_compile_once_per_worker():
         np.testing.assert_array_equal(g.numpy(), h.numpy())
     np.testing.assert_allclose(per_example, example.input_gradients(*params, x).numpy(),
                                rtol=1e-10, atol=1e-14)
+
+
+def test_chunk_gradients_by_row_tiles_equal_the_whole_chunk():
+    """A chunk of more rows than TILE_ROWS runs tile by tile (views of the chunk, summed
+    or stacked): the same gradients as one call on the whole chunk."""
+    params = example.init_params()
+    block = np.random.default_rng(2).standard_normal((2 * example.TILE_ROWS + 1, example.D))
+    tiles = example.row_tiles(block)
+    assert len(tiles) == 3 and all(np.shares_memory(t.numpy(), block) for t in tiles)
+    x = ak.tensor(block)
+    got = example.chunk_param_gradients(params, block).compute(scheduler="sync")
+    for g, want in zip(got, example.param_gradients(*params, x)):
+        np.testing.assert_allclose(g.numpy(), want.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        example.block_input_gradients(block, *(p.numpy() for p in params)),
+        example.input_gradients(*params, x).numpy(), rtol=1e-10, atol=1e-14)

@@ -204,6 +204,9 @@ def test_a_forged_graph_is_never_run_and_never_read(cache, monkeypatch):
         disk_cache.store(k, [header, *chunks], ".plan", plan_cache._MAGIC)
         restored = plan_cache.load(k)
         _same(restored.run_checked([x]), compiled(x))  # (jit's calls: no graph read)
+        _same(restored(x), compiled(x))  # (input checks by the stored specs: no read)
+        with pytest.raises(TypeError, match="input 0"):
+            restored(ak.tensor(np.zeros(3)))
         with pytest.raises(ValueError, match="graph"):
             len(restored.graph.nx)
         with pytest.raises(ValueError, match="graph"):  # and says so each time
@@ -288,6 +291,7 @@ def test_restored_graphs_are_read_when_first_used(cache):
     rng = np.random.default_rng(1)
     x, w = ak.tensor(rng.standard_normal((16, 8))), ak.tensor(rng.standard_normal((8, 4)))
     _, compiled, restored = _stored(ak.func.grad(lambda w, x: (x @ w).tanh().sum()), w, x)
+    _same(restored(w, x), compiled(w, x))  # a call checks inputs by the stored specs
     assert type(restored.graph.__dict__["nx"]) is not nx.MultiDiGraph  # not read yet
     graphs = []
     threads = [threading.Thread(target=lambda: graphs.append(list(

@@ -81,6 +81,9 @@ class Compiled:
         self.segment_calls = [step.calls for step in planner.segments]  # NativeCalls
         self.n_slots = planner.n_slots
         self.input_slots = planner.input_slots
+        # the inputs' specs, checked per call (without the graph: a plan from the disk
+        # cache reads its graph's contents when first used, ~5 ms at GMM's sizes)
+        self.input_specs = [graph.specs_of(node)[0] for node in graph.inputs]
         self.consts = planner.consts
         self.output_slots = planner.output_slots
         self.output_fetch = planner.output_fetch  # makes native outputs numpy values
@@ -136,7 +139,8 @@ class Compiled:
     # what the disk cache of plans stores (plan_cache.py), besides the object code:
     # everything else a Compiled holds is made from these
     PLAN_STATE = ("graph", "kernels", "buffers", "steps", "_block_sizes", "segments",
-                  "segment_calls", "n_slots", "input_slots", "consts", "output_slots",
+                  "segment_calls", "n_slots", "input_slots", "input_specs", "consts",
+                  "output_slots",
                   "output_fetch", "_output_buffers")
 
     def plan_state(self):
@@ -264,7 +268,7 @@ class Compiled:
         return self.module.asm if self.module else ""
 
     def __call__(self, *args, **kwargs):
-        return self.run_checked(evaluate.flat_inputs(self.graph, args))
+        return self.run_checked(evaluate.flat_inputs(self.graph, args, self.input_specs))
 
     def _arrays(self):
         """The buffer list for one call: this thread's reusable buffers in place, or

@@ -41,8 +41,8 @@ from . import disk_cache, plan_codec, plan_digest, pool, runtime
 from .on_thread import OnThread
 from .compiled import OPTIMIZE, Compiled
 
-FORMAT = "adkit-plan-4"
-_MAGIC = b"adkit-plan-4\n"
+FORMAT = "adkit-plan-5"
+_MAGIC = b"adkit-plan-5\n"
 _SUFFIX = ".plan"
 _ADKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # settings that say where the cache is or what is dumped, not what is compiled

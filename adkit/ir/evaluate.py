@@ -36,7 +36,9 @@ def call_graph(graph, args):
     return tree_unflatten(graph.out_tree, leaves)
 
 
-def flat_inputs(graph, args):
+def flat_inputs(graph, args, specs=None):
+    """The flat input tensors of a call of `graph` with `args`, checked against the
+    traced structure and `specs`, the inputs' TensorSpecs (None: the graph's)."""
     if graph.in_tree is not None:
         leaves, tree = tree_flatten(args, is_leaf=_is_tensor_leaf)
         if tree != graph.in_tree:
@@ -52,13 +54,13 @@ def flat_inputs(graph, args):
                 flat.append(leaf)
     else:
         flat = list(args)
-    inputs = graph.inputs
-    if len(flat) != len(inputs):
-        raise TypeError(f"the graph takes {len(inputs)} tensor inputs, got {len(flat)}")
+    if specs is None:
+        specs = [graph.specs_of(node)[0] for node in graph.inputs]
+    if len(flat) != len(specs):
+        raise TypeError(f"the graph takes {len(specs)} tensor inputs, got {len(flat)}")
     result = []
-    for i, (value, node) in enumerate(zip(flat, inputs)):
+    for i, (value, want) in enumerate(zip(flat, specs)):
         t = value if isinstance(value, Tensor) else _make(np.asarray(value))
-        want = graph.specs_of(node)[0]
         got = rules.spec_of(t)
         if got != want:
             raise TypeError(f"input {i} of the graph is {printing.format_spec(want)}, got "

@@ -74,7 +74,7 @@ def code_fingerprint():
 @functools.lru_cache(maxsize=None)
 def _host():
     """What code depends on that a process cannot change: numpy's, Python's and
-    LLVM's versions, the CPU (runtime.version_key asks LLVM each time)."""
+    LLVM's versions, the CPU (runtime.version_key)."""
     return np.__version__, sys.version, runtime.version_key()
 
 

@@ -12,7 +12,7 @@ cores) and this process's (client and scheduler), and each worker's compiles. Th
 target is <= 0.6 on two cores.
 
     pip install dask distributed
-    python benchmarks/dask_scaling.py [--chunks 32] [--rows 100000] [--rounds 7]
+    python benchmarks/dask_scaling.py [--chunks 16] [--rows 200000] [--rounds 9]
 """
 import argparse
 import contextlib
@@ -59,14 +59,15 @@ def dealt(client, X):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    # 32 chunks, 3.2 million rows (820 MB on the workers): a run of ~3.5 s on one
-    # worker, where Dask's fixed cost of a run weighs less (16 chunks: 0.59-0.68)
-    parser.add_argument("--chunks", type=int, default=32)
-    # 100,000 rows a chunk: a task of ~50-100 ms (Dask's guide asks for at least
-    # 100 ms); at 20,000 a run takes ~0.5 s on one worker, and Dask's fixed cost
-    # of a run (~0.1 s: submitting, the first and last tasks) bounds the ratio
-    parser.add_argument("--rows", type=int, default=100000)
-    parser.add_argument("--rounds", type=int, default=7)
+    # 16 chunks, 3.2 million rows (820 MB on the workers): a run of ~3.4 s on one
+    # worker (two/one over 9 rounds: 16 x 200,000 rows 0.57; 32 x 100,000 0.60;
+    # 16 x 100,000 0.59-0.68; 16 x 20,000 0.75)
+    parser.add_argument("--chunks", type=int, default=16)
+    # 200,000 rows a chunk: a task of ~70 ms (Dask's guide asks for at least 100 ms);
+    # at 20,000 a run takes ~0.5 s on one worker, and Dask's fixed cost of a run (~0.1
+    # s: submitting, the first and last tasks) and of each task (~1 ms) bounds the ratio
+    parser.add_argument("--rows", type=int, default=200000)
+    parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--hidden", type=int, default=example.HIDDEN,
                         help="hidden units: more makes each row's gradient compute-bound")
     args = parser.parse_args()

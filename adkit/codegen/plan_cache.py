@@ -22,8 +22,12 @@ median 12.6, with it; 8 turns).
 Value: one file: a JSON header (format, counts, what the code calls), the optimized
 Compiled's plan_state() as plan_codec writes it (the plan, then its graphs' contents,
 which are read when first used: a run needs the plan only), the arrays' bytes, the
-object code and the LLVM IR (read when asked for). A hit links the object code on a
-thread while it decodes the plan. An entry that cannot be read, decoded or linked is a
+object code and the LLVM IR (read when asked for). A hit decodes the plan, then links
+the object code, in the caller's thread: a link thread beside the decoding took longer
+than the two one after the other, its ~30 calls into LLVM each waiting for the GIL
+while the decoder held it (GMM large, warm first call: 22.5 -> 19.1 ms, median of 8
+turns; its OpenBLAS load 3.5 ms on the thread, 0.3 in turn). An entry that cannot be
+read, decoded or linked is a
 miss (compiled again, and then overwritten); graphs' contents are checked when read
 (a forged one raises then, never runs code).
 """
@@ -38,7 +42,6 @@ import numpy as np
 
 from .. import _config
 from . import disk_cache, plan_codec, plan_digest, pool, runtime
-from .on_thread import OnThread
 from .compiled import OPTIMIZE, Compiled
 
 FORMAT = "adkit-plan-5"
@@ -105,34 +108,27 @@ def key(graph, passes):
 
 def load(k):
     """The Compiled stored under key k (optimized code), or None: none stored, or an
-    entry that cannot be read, decoded or linked (a damaged or foreign file). The
-    object code is linked on a thread while the plan is decoded (LLVM runs without
-    the GIL)."""
+    entry that cannot be read, decoded or linked (a damaged or foreign file)."""
     if k is None:
         return None
     data = disk_cache.load(k, _SUFFIX, _MAGIC)
     if data is None:
         return None
-    linking = None
     try:
         head, text, graphs, blobs, objects, texts = _split(data)
         if head.get("format") != FORMAT:
             return None
-        linking = OnThread(lambda: _linked(head, objects, texts), "adkit-plan-link") \
-            if objects else None
         state = plan_codec.decode(text, blobs, graphs)
-        compiled = Compiled.restored(state, linking.result if linking else lambda: None)
+        compiled = Compiled.restored(
+            state, (lambda: _linked(head, objects, texts)) if objects else lambda: None)
     except Exception:  # noqa: BLE001 -- any damage is a miss: the signature compiles
-        if linking is not None:
-            linking.thread.join()
         return None
     compiled.plan_key = k
     return compiled
 
 
 def _linked(head, objects, texts):
-    """The stored object code's NativeModule (run on a thread of its own while the
-    plan decodes), with what it calls loaded first."""
+    """The stored object code's NativeModule, with what it calls loaded first."""
     runtime.mvec_available()
     if head["blas"]:
         runtime.blas_library()

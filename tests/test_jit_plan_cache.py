@@ -19,6 +19,8 @@ import pytest
 import adkit as ak
 from adkit.codegen import disk_cache, plan_cache, plan_codec
 from adkit.codegen.compiled import Compiled
+from adkit.codegen.deferred import Deferred, DeferredAttribute
+from adkit.codegen.steps import SegmentStep
 from adkit.ir.trace import trace_for
 from adkit.testing import programs
 from adkit.testing.fuzzer import program_function
@@ -211,6 +213,8 @@ def test_a_forged_graph_is_never_run_and_never_read(cache, monkeypatch):
             len(restored.graph.nx)
         with pytest.raises(ValueError, match="graph"):  # and says so each time
             restored.graph.nx.nodes
+        with pytest.raises(ValueError, match="the plan's"):  # (kernels wait with graphs)
+            restored.kernels
     assert not called and path.exists()
 
 
@@ -304,6 +308,40 @@ def test_restored_graphs_are_read_when_first_used(cache):
     assert graphs == [list(compiled.graph.nx.nodes(data="kind"))] * 4
     assert plan_codec.digest(restored.graph) == plan_codec.digest(compiled.graph)
     _same(restored(w, x), compiled(w, x))  # (a call through the graph's input checks)
+
+
+def test_kernels_and_native_calls_are_read_when_first_used(cache):
+    """A hit's kernels and native calls (what its code was made from, most of a plan)
+    wait with its graphs (deferred.py): calls run on the steps' entry points alone, and
+    a first use reads them back as the original had them."""
+    rng = np.random.default_rng(2)
+    x, w = ak.tensor(rng.standard_normal((64, 8))), ak.tensor(rng.standard_normal((8, 4)))
+    _, compiled, restored = _stored(ak.func.grad(lambda w, x: (x @ w).tanh().sum()), w, x)
+    segments = [step for step in restored.steps if isinstance(step, SegmentStep)]
+    assert segments
+    _same(restored(w, x), compiled(w, x))
+    for held in (restored.__dict__, *(step.__dict__ for step in segments)):
+        assert any(type(v) is Deferred for v in held.values())  # still not read
+    assert [k.name for k in restored.kernels] == [k.name for k in compiled.kernels]
+    assert [[type(c).__name__ for c in calls] for calls in restored.segment_calls] == \
+        [[type(c).__name__ for c in calls] for calls in compiled.segment_calls]
+    assert all(step.calls is calls for step, calls in zip(segments, restored.segment_calls))
+    assert restored.kernels is restored.kernels  # read once, then an attribute
+    assert type(restored.graph.nx) is nx.MultiDiGraph  # read with them
+    _same(restored(w, x), compiled(w, x))
+
+
+def test_a_deferred_attribute_reads_its_value_once():
+    class Holder:
+        value = DeferredAttribute()
+    h, reads = Holder(), []
+    with pytest.raises(AttributeError, match="value"):
+        h.value
+    assert not hasattr(h, "value")
+    h.value = Deferred(lambda: reads.append(1) or [1, 2])
+    assert h.value == [1, 2] and h.value is h.value and reads == [1]
+    h.value = 3
+    assert h.value == 3
 
 
 def test_the_digest_names_values_exactly():

@@ -20,6 +20,7 @@ from ..ir import evaluate, passes
 from ..tensor import _make
 from . import buffers, compiled_view, pickling, plan, pool, program, runtime, steps
 from . import kernel_modules, llvm_calls
+from .deferred import DeferredAttribute, Later, is_deferred
 
 # results smaller than this are fresh arrays per call; larger ones are recycled (fresh
 # large arrays cost page faults, small ones come from malloc's pool)
@@ -62,6 +63,10 @@ class Compiled:
 
     closes_over_grad = False  # Jitted sets it: the traced function reads a parameter
     plan_key = None  # its key in the disk cache of plans, once stored or loaded there
+    # what the code was made from: a plan from the disk cache reads them when first
+    # used (its runs need the steps' entry points only)
+    kernels = DeferredAttribute()
+    segment_calls = DeferredAttribute()
 
     def __init__(self, graph, name="jitted function", quick=False):
         self.graph = graph
@@ -146,7 +151,8 @@ class Compiled:
     def plan_state(self):
         """{name: value} of PLAN_STATE: this program's graph and plan, as plan_codec
         writes them."""
-        return {name: getattr(self, name) for name in self.PLAN_STATE}
+        return {name: Later(getattr(self, name)) if is_deferred(Compiled, name)
+                else getattr(self, name) for name in self.PLAN_STATE}
 
     @classmethod
     def restored(cls, state, load_native):

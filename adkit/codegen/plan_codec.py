@@ -19,10 +19,13 @@ An attribute a class names in `unstored_attributes` (what linking sets: a ctypes
 entry point) is not written and reads back as None.
 Networkx graphs' nodes and edges are written last, in a text of their own ("later"),
 and read when a graph is first used (_Unread): a plan's run needs its steps, not its
-graphs (GMM large: ~4.5 of ~8 ms of decoding were its graph's). Everything the rest
-of the plan shares with a graph is then written before it, so reading the plan never
-needs the later text.
+graphs (GMM large: ~4.5 of ~8 ms of decoding were its graph's). So are `Later` values
+(deferred.py: a plan's kernels and native calls; GMM medium's decoding 2.5 -> 0.7
+ms), which read back as `Deferred` until their DeferredAttribute is first read.
+Everything the rest of the plan shares with them is then written before them, so
+reading the plan never needs the later text.
 """
+import functools
 import importlib
 import json
 import sys
@@ -36,6 +39,7 @@ from .. import dtypes
 from ..ir.rules import TensorSpec
 from ..tensor import Tensor, _make
 from .buffers import aligned_empty
+from .deferred import Deferred, Later, is_deferred
 
 
 class NotData(TypeError):
@@ -103,7 +107,9 @@ class _Encoder:
         self.memo = {}  # id -> index of a mutable object (or class) written already
         self.alive = []  # keeps memoized objects alive, so their ids stay theirs
         self.blobs = []
-        self.later = []  # (index, graph) of graphs whose contents are not written yet
+        # (index, graph) of graphs whose contents are not written yet, (None, value) of
+        # Later values: the later part, in the order they were met
+        self.later = []
         self.layouts = {}  # attribute names of objects written -> their number
 
     def _remember(self, x):
@@ -160,10 +166,14 @@ class _Encoder:
             return ["ir", str(x)]
         if isinstance(x, tuple) and hasattr(t, "_fields"):
             return ["n", self.value(t), *[self.value(v) for v in x]]
+        if t is Later:  # written with the graphs' contents, read when first used
+            self.later.append((None, x.value))
+            return ["D", len(self.later) - 1]
         if t.__new__ is object.__new__ and not isinstance(x, BaseException):
             cls = self.value(t)  # NotData unless adkit's
             i = self._remember(x)
-            pairs = attributes(x)
+            pairs = [(name, Later(v) if is_deferred(t, name) else v)
+                     for name, v in attributes(x)]
             return ["o", i, cls, self._names(tuple(name for name, _ in pairs)),
                     *[self.value(v) for _, v in pairs]]
         raise NotData(f"{t.__module__}.{t.__qualname__} is not data")
@@ -189,12 +199,16 @@ class _Encoder:
         return ["T", i, self.value(t._data)]
 
     def graphs(self):
-        """The contents of the graphs written so far, and of those they hold: [index,
-        graph attributes, nodes, successors, predecessors] each."""
+        """The later part: the contents of the graphs written so far, and of those
+        they hold: [index, graph attributes, nodes, successors, predecessors] each, and
+        Later values: ["D", their number, the value], in the order they were met."""
         out = []
-        for i, g in self.later:  # (grows while it is walked: graphs hold graphs)
-            out.append([i, self.value(g.graph), self.value(g._node), self.value(g._adj),
-                        self.value(g._pred)])
+        for j, (i, x) in enumerate(self.later):  # (grows while it is walked)
+            if i is None:
+                out.append(["D", j, self.value(x)])
+            else:
+                out.append([i, self.value(x.graph), self.value(x._node),
+                            self.value(x._adj), self.value(x._pred)])
         return out
 
 
@@ -313,6 +327,9 @@ class _Decoder:
         tensor = self.table[v[1]] = _make(self.value(v[2]))
         return tensor
 
+    def _D(self, v):
+        return Deferred(functools.partial(self.graphs.deferred, v[1]))
+
     def _x(self, v):
         g = self.table[v[1]] = object.__new__(_Unread)
         object.__setattr__(g, "_plan_graphs", self.graphs)
@@ -378,6 +395,14 @@ class _Graphs:
         self.decoder, self.text = decoder, text
         self.lock = threading.Lock()
         self.error = None
+        self.values = {}  # number -> the value of a Later
+
+    def deferred(self, j):
+        """The value of Later number j (the entry's later part is read first)."""
+        self.read()
+        if j not in self.values:
+            raise ValueError("the plan's deferred value was not in its entry")
+        return self.values[j]
 
     def read(self):
         with self.lock:
@@ -387,7 +412,11 @@ class _Graphs:
                 return
             try:
                 for entry in json.loads(self.text):
-                    self._fill(*entry)
+                    if entry[0] == "D":
+                        _, j, value = entry
+                        self.values[j] = self.decoder.value(value)
+                    else:
+                        self._fill(*entry)
             except Exception as e:  # noqa: BLE001 -- each later use says so
                 self.error = e
                 raise ValueError("the plan's graphs could not be read") from e

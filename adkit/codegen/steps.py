@@ -18,6 +18,7 @@ from ..ir import printing, rules
 from ..ops._helpers import c_strides
 from ..tensor import Tensor, _make
 from . import program
+from .deferred import DeferredAttribute
 
 
 class Step:
@@ -52,6 +53,7 @@ class SegmentStep(Step):
     its code); otherwise `fn` is the entry itself."""
 
     unstored_attributes = ("fn",)  # set by link (plan_codec.py stores the rest)
+    calls = DeferredAttribute()  # (a stored plan's runs need the entry point only)
 
     def __init__(self, name, calls, status=None):
         self.name, self.calls, self.status, self.fn = name, calls, status, None

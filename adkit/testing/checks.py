@@ -8,12 +8,14 @@ Derivatives are compared as scalars ⟨u, J v⟩ against central differences in 
 (step 1e-6), so one check costs a few evaluations whatever the sizes.
 """
 import dataclasses
+import os
+import tempfile
 
 import numpy as np
 
 from .. import func
 from ..autograd import forward_ad, grad as autograd_grad
-from ..codegen import compiled, jit
+from ..codegen import compiled, jit, plan_cache
 from ..codegen.jit import OPTIMIZE
 from ..ir import passes, trace
 from ..tensor import tensor
@@ -205,6 +207,35 @@ def check_jit(fn, arrays, ctx, reference=None):
     quick = _quick_code(native.lower(*_tensors(arrays)), ctx.rng)
     _close(_np(quick(*_tensors(arrays))), want, "jit's quick code (first calls of a big "
            "graph) vs eager", rtol=1e-9, atol=1e-11)
+    restored = _restored(native.compile(*_tensors(arrays)))
+    if restored is not None:
+        _close(_np(restored(*_tensors(arrays))), want, "jit's plan from the disk cache "
+               "(another process's first call) vs eager", rtol=1e-9, atol=1e-11)
+
+
+def _restored(program):
+    """The Compiled `program` as another process's first call gets it from the disk
+    cache of plans (its plan written as data and read back, its object code linked
+    again; a temporary cache), or None when its plan is not data (not cached). Its
+    kernels, read when first used, must be the original's."""
+    saved = {name: os.environ.pop(name, None)
+             for name in ("ADKIT_CACHE_DIR", "ADKIT_DISABLE_CACHE")}
+    try:
+        with tempfile.TemporaryDirectory(prefix="adkit-fuzz-") as cache:
+            os.environ["ADKIT_CACHE_DIR"] = cache
+            key, kept = "f" * 64, program.plan_key
+            plan_cache.write(key, program)
+            program.plan_key = kept
+            restored = plan_cache.load(key)
+    finally:
+        for name, value in saved.items():
+            os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
+    if restored is not None and [k.name for k in restored.kernels] != \
+            [k.name for k in program.kernels]:
+        raise Mismatch("the plan from the disk cache has other kernels than its original")
+    return restored
 
 
 def _quick_code(graph, rng):
@@ -228,10 +259,14 @@ def check_jit_grad(fn, arrays, ctx, reference=None):
     native = jit(grad_fn, compile="eager")
     got = native(*_tensors(arrays))
     quick = _quick_code(native.lower(*_tensors(arrays)), ctx.rng)(*_tensors(arrays))
-    for g, q, want in zip(got, quick, grad_fn(*_tensors(arrays)), strict=True):
+    restored = _restored(native.compile(*_tensors(arrays)))
+    cached = restored(*_tensors(arrays)) if restored is not None else got
+    for g, q, c, want in zip(got, quick, cached, grad_fn(*_tensors(arrays)), strict=True):
         _close(_np(g), _np(want), "jit(grad) vs eager grad", rtol=1e-9, atol=1e-11)
         _close(_np(q), _np(want), "jit(grad)'s quick code vs eager grad", rtol=1e-9,
                atol=1e-11)
+        _close(_np(c), _np(want), "jit(grad)'s plan from the disk cache vs eager grad",
+               rtol=1e-9, atol=1e-11)
 
 
 def check_vmap_grad(fn, arrays, ctx, reference=None):

@@ -112,19 +112,24 @@ def load(k):
     if k is None:
         return None
     data = disk_cache.load(k, _SUFFIX, _MAGIC)
-    if data is None:
-        return None
+    compiled = restored(data) if data is not None else None
+    if compiled is not None:
+        compiled.plan_key = k
+    return compiled
+
+
+def restored(data):
+    """The Compiled an entry's bytes (`entry`'s, joined) hold: its plan decoded, its
+    object code linked; None when they cannot be read, decoded or linked."""
     try:
         head, text, graphs, blobs, objects, texts = _split(data)
         if head.get("format") != FORMAT:
             return None
         state = plan_codec.decode(text, blobs, graphs)
-        compiled = Compiled.restored(
+        return Compiled.restored(
             state, (lambda: _linked(head, objects, texts)) if objects else lambda: None)
     except Exception:  # noqa: BLE001 -- any damage is a miss: the signature compiles
         return None
-    compiled.plan_key = k
-    return compiled
 
 
 def _linked(head, objects, texts):
@@ -173,15 +178,25 @@ def store(k, compiled):
 
 def write(k, compiled):
     """Write the entry of an optimized Compiled under key k (atomically)."""
+    chunks = entry(compiled)
+    if chunks is not None:
+        disk_cache.store(k, chunks, _SUFFIX, _MAGIC)
+        compiled.plan_key = k
+
+
+def entry(compiled):
+    """The entry of an optimized Compiled, as byte strings to write one after another
+    (chunk lengths, then the chunks); None for quick code and for a plan holding
+    something that is not data."""
     module = compiled.module
     if module is not None and (not module.optimized or
                                getattr(module, "object_code", None) is None):
-        return
+        return None
     texts = module.texts if module is not None else []
     try:
         text, graphs, blobs = plan_codec.encode(compiled.plan_state())
     except plan_codec.NotData:
-        return
+        return None
     head = {"format": FORMAT, "native": len(texts), "blobs": len(blobs),
             "blas": any("cblas_" in t for t in texts),
             "pool": any(pool.RUN_NAME in t for t in texts)}
@@ -189,8 +204,8 @@ def write(k, compiled):
     chunks = [json.dumps(head).encode(), text.encode(), graphs.encode(), *blobs,
               *map(bytes, objects), *(t.encode() for t in texts)]
     header = struct.pack(f"<{len(chunks) + 1}Q", len(chunks), *map(len, chunks))
-    disk_cache.store(k, [header, *chunks], _SUFFIX, _MAGIC)
-    compiled.plan_key = k
+    return [header, *chunks]
 
 
-__all__ = ["code_fingerprint", "directory_fingerprint", "key", "load", "store", "write"]
+__all__ = ["code_fingerprint", "directory_fingerprint", "entry", "key", "load",
+           "restored", "store", "write"]

@@ -8,8 +8,6 @@ Derivatives are compared as scalars ⟨u, J v⟩ against central differences in 
 (step 1e-6), so one check costs a few evaluations whatever the sizes.
 """
 import dataclasses
-import os
-import tempfile
 
 import numpy as np
 
@@ -215,23 +213,13 @@ def check_jit(fn, arrays, ctx, reference=None):
 
 def _restored(program):
     """The Compiled `program` as another process's first call gets it from the disk
-    cache of plans (its plan written as data and read back, its object code linked
-    again; a temporary cache), or None when its plan is not data (not cached). Its
-    kernels, read when first used, must be the original's."""
-    saved = {name: os.environ.pop(name, None)
-             for name in ("ADKIT_CACHE_DIR", "ADKIT_DISABLE_CACHE")}
-    try:
-        with tempfile.TemporaryDirectory(prefix="adkit-fuzz-") as cache:
-            os.environ["ADKIT_CACHE_DIR"] = cache
-            key, kept = "f" * 64, program.plan_key
-            plan_cache.write(key, program)
-            program.plan_key = kept
-            restored = plan_cache.load(key)
-    finally:
-        for name, value in saved.items():
-            os.environ.pop(name, None)
-            if value is not None:
-                os.environ[name] = value
+    cache of plans (its entry made, read back and its object code linked again, in
+    memory), or None when it is not cached (its plan is not data). Its kernels, read
+    when first used, must be the original's."""
+    chunks = plan_cache.entry(program)
+    restored = plan_cache.restored(b"".join(chunks)) if chunks is not None else None
+    if chunks is not None and restored is None:
+        raise Mismatch("the disk cache of plans could not read back an entry it made")
     if restored is not None and [k.name for k in restored.kernels] != \
             [k.name for k in program.kernels]:
         raise Mismatch("the plan from the disk cache has other kernels than its original")

@@ -77,11 +77,7 @@ class Pending:
         self.native_first = made > NUMPY_BYTES_PER_NODE * max(ops, 1)
         # whether the caller looks the plan up in the disk cache before a first call
         self.look_up_first = self.native_first or made > LOOK_UP_FIRST_BYTES
-        if not self.native_first:
-            self._runner = evaluate.array_runner(self.evaluated)
-            self._out_specs = [(tuple(s.shape), s.dtype.np) for s in
-                               self.evaluated.output_specs()]
-            self._const_roots = {id(plan.root(np.asarray(v))) for v in self._runner.values}
+        self._numpy = None  # (runner, output specs, constants' roots), made when needed
         self._job = None
         self._compiled = None  # the optimized Compiled, once ready
         self._quick = None  # native_first: the Compiled running quick code until then
@@ -184,11 +180,12 @@ class Pending:
     def _evaluate(self, inputs):
         """The graph on numpy. Results are as native code gives them: fresh memory
         (never an input's or a constant's: those are copied), of the traced dtype."""
+        runner, out_specs, const_roots = self._numpy or self._numpy_runner()
         with runtime.one_blas_thread():
-            arrays = self._runner([t._data for t in inputs])
-        not_ours = {id(plan.root(t._data)) for t in inputs} | self._const_roots
+            arrays = runner([t._data for t in inputs])
+        not_ours = {id(plan.root(t._data)) for t in inputs} | const_roots
         flat = []
-        for a, (shape, dtype) in zip(arrays, self._out_specs, strict=True):
+        for a, (shape, dtype) in zip(arrays, out_specs, strict=True):
             a = np.asarray(a)
             if a.shape != shape:
                 raise RuntimeError(f"{self.name}: numpy made a {a.dtype}{list(a.shape)} "
@@ -197,6 +194,16 @@ class Pending:
                 a = np.array(a, dtype=dtype)
             flat.append(_make(a))
         return structure(self._traced, flat)
+
+    def _numpy_runner(self):
+        """The graph's numpy runner, made at its first use: a graph looked up in the
+        disk cache first (look_up_first) needs none on a hit (GMM medium: ~0.7 ms of
+        its warm first call)."""
+        runner = evaluate.array_runner(self.evaluated)
+        self._numpy = (runner,
+                       [(tuple(s.shape), s.dtype.np) for s in self.evaluated.output_specs()],
+                       {id(plan.root(np.asarray(v))) for v in runner.values})
+        return self._numpy
 
     # What only the Compiled has (the notebook view, .lower()) waits for it.
     @property

@@ -331,6 +331,20 @@ def test_kernels_and_native_calls_are_read_when_first_used(cache):
     _same(restored(w, x), compiled(w, x))
 
 
+def test_an_entry_in_memory_is_what_the_file_holds(cache, monkeypatch):
+    """plan_cache.entry / restored: the bytes write() puts in the file (after its magic
+    and sha256), read back without a file; quick code has no entry."""
+    x = ak.tensor(np.linspace(-2, 2, 40))
+    k, compiled, _ = _stored(lambda t: (t * t).exp().sum(), x)
+    chunks = plan_cache.entry(compiled)
+    assert b"".join(chunks) == disk_cache.load(k, ".plan", plan_cache._MAGIC)
+    _same(plan_cache.restored(b"".join(chunks))(x), compiled(x))
+    assert plan_cache.restored(b"".join(chunks)[:-1]) is None  # damaged: not a plan
+    monkeypatch.setenv("ADKIT_DISABLE_CACHE", "1")  # (no optimized code found for it)
+    quick = Compiled(compiled.graph, "quick", quick=True)
+    assert not quick.optimized and plan_cache.entry(quick) is None
+
+
 def test_a_deferred_attribute_reads_its_value_once():
     class Holder:
         value = DeferredAttribute()

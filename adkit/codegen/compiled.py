@@ -145,8 +145,7 @@ class Compiled:
     # everything else a Compiled holds is made from these
     PLAN_STATE = ("graph", "kernels", "buffers", "steps", "_block_sizes", "segments",
                   "segment_calls", "n_slots", "input_slots", "input_specs", "consts",
-                  "output_slots",
-                  "output_fetch", "_output_buffers")
+                  "output_slots", "output_fetch", "_output_buffers")
 
     def plan_state(self):
         """{name: value} of PLAN_STATE: this program's graph and plan, as plan_codec

@@ -20,7 +20,7 @@ from ..ir import evaluate, passes
 from ..tensor import _make
 from . import buffers, compiled_view, pickling, plan, pool, program, runtime, steps
 from . import kernel_modules, llvm_calls
-from .deferred import DeferredAttribute, Later, is_deferred
+from .deferred import DeferredAttribute, stored
 
 # results smaller than this are fresh arrays per call; larger ones are recycled (fresh
 # large arrays cost page faults, small ones come from malloc's pool)
@@ -150,8 +150,8 @@ class Compiled:
     def plan_state(self):
         """{name: value} of PLAN_STATE: this program's graph and plan, as plan_codec
         writes them."""
-        return {name: Later(getattr(self, name)) if is_deferred(Compiled, name)
-                else getattr(self, name) for name in self.PLAN_STATE}
+        return {name: stored(Compiled, name, getattr(self, name))
+                for name in self.PLAN_STATE}
 
     @classmethod
     def restored(cls, state, load_native):

@@ -53,9 +53,11 @@ class DeferredAttribute:
         obj.__dict__[self.name] = value
 
 
-def is_deferred(cls, name):
-    """Whether `cls` keeps attribute `name` in a DeferredAttribute."""
-    return isinstance(getattr(cls, name, None), DeferredAttribute)
+def stored(cls, name, value):
+    """Attribute `name` of a `cls` object, as the encoder writes it: Later when the
+    class keeps it in a DeferredAttribute, else the value itself."""
+    return Later(value) if isinstance(getattr(cls, name, None), DeferredAttribute) \
+        else value
 
 
-__all__ = ["Deferred", "DeferredAttribute", "Later", "is_deferred"]
+__all__ = ["Deferred", "DeferredAttribute", "Later", "stored"]

@@ -27,9 +27,8 @@ the object code, in the caller's thread: a link thread beside the decoding took 
 than the two one after the other, its ~30 calls into LLVM each waiting for the GIL
 while the decoder held it (GMM large, warm first call: 22.5 -> 19.1 ms, median of 8
 turns; its OpenBLAS load 3.5 ms on the thread, 0.3 in turn). An entry that cannot be
-read, decoded or linked is a
-miss (compiled again, and then overwritten); graphs' contents are checked when read
-(a forged one raises then, never runs code).
+read, decoded or linked is a miss (compiled again, and then overwritten); graphs'
+contents are checked when read (a forged one raises then, never runs code).
 """
 import functools
 import hashlib

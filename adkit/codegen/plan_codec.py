@@ -39,7 +39,7 @@ from .. import dtypes
 from ..ir.rules import TensorSpec
 from ..tensor import Tensor, _make
 from .buffers import aligned_empty
-from .deferred import Deferred, Later, is_deferred
+from .deferred import Deferred, Later, stored
 
 
 class NotData(TypeError):
@@ -172,8 +172,7 @@ class _Encoder:
         if t.__new__ is object.__new__ and not isinstance(x, BaseException):
             cls = self.value(t)  # NotData unless adkit's
             i = self._remember(x)
-            pairs = [(name, Later(v) if is_deferred(t, name) else v)
-                     for name, v in attributes(x)]
+            pairs = [(name, stored(t, name, v)) for name, v in attributes(x)]
             return ["o", i, cls, self._names(tuple(name for name, _ in pairs)),
                     *[self.value(v) for _, v in pairs]]
         raise NotData(f"{t.__module__}.{t.__qualname__} is not data")

@@ -217,11 +217,12 @@ def _restored(program):
     memory), or None when it is not cached (its plan is not data). Its kernels, read
     when first used, must be the original's."""
     chunks = plan_cache.entry(program)
-    restored = plan_cache.restored(b"".join(chunks)) if chunks is not None else None
-    if chunks is not None and restored is None:
+    if chunks is None:
+        return None
+    restored = plan_cache.restored(b"".join(chunks))
+    if restored is None:
         raise Mismatch("the disk cache of plans could not read back an entry it made")
-    if restored is not None and [k.name for k in restored.kernels] != \
-            [k.name for k in program.kernels]:
+    if [k.name for k in restored.kernels] != [k.name for k in program.kernels]:
         raise Mismatch("the plan from the disk cache has other kernels than its original")
     return restored
 

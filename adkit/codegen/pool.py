@@ -76,10 +76,7 @@ class _Native:
     threads, may run its code while the interpreter finalizes), and its entry points."""
 
     def __init__(self, data):
-        empty = llvm.parse_assembly("")
-        self.engine = llvm.create_mcjit_compiler(empty, runtime.new_target_machine())
-        self.engine.add_object_file(llvm.ObjectFileRef.from_data(data))
-        self.engine.finalize_object()
+        self.engine = runtime.linked_engine([data])
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(self.engine))  # immortal, see above
         self.run_address = self._address(RUN_NAME)
         self.init = ctypes.CFUNCTYPE(None)(self._address("adkit_pool_init"))

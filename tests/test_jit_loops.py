@@ -181,6 +181,23 @@ def test_compiled_intermediates_are_aligned():
             assert array.ctypes.data % buffers.ALIGN == 0, buf
 
 
+@pytest.mark.parametrize("sizes", [[1, 100, 64, 7], [3 << 20, 5, 1 << 19]])
+def test_a_plans_new_blocks_are_aligned_apart_and_writable(sizes):
+    from adkit.codegen import buffers
+    blocks = buffers.new_blocks(sizes)
+    assert [b.nbytes for b in blocks] == sizes
+    starts = [b.ctypes.data for b in blocks]
+    assert all(start % buffers.ALIGN == 0 for start in starts)
+    for (a, n), b in zip(zip(starts, sizes), starts[1:]):
+        assert a + n <= b  # no two overlap
+    if sum(sizes) >= buffers._HUGE_FROM:  # a huge-page arena starts on a 2 MB boundary
+        assert starts[0] % buffers._HUGE_PAGE == 0
+    for i, block in enumerate(blocks):
+        block[:] = i
+    assert [int(b.min()) == int(b.max()) == i for i, b in enumerate(blocks)] == \
+        [True] * len(blocks)
+
+
 STACKED_BODIES = {
     # a y that is the carry a step starts from: the carry lives in that y's stack
     "y-is-old-carry": lambda h, x: ((h * x).sin(), h),

@@ -8,6 +8,9 @@ and the stride helpers. Does not: decide which values get buffers (plan.py), emi
 Native code sees buffers only by index: entry functions read the data pointers of a
 Python list of arrays, one per Buffer, that jit.py fills per call.
 """
+import ctypes
+import functools
+import sys
 from collections import namedtuple
 
 import numpy as np
@@ -39,6 +42,52 @@ def aligned_empty(shape, dtype):
     raw = np.empty(nbytes + ALIGN, np.uint8)
     start = -raw.ctypes.data % ALIGN
     return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
+def new_blocks(sizes):
+    """Fresh memory blocks of these byte sizes (a plan's shared blocks), ALIGN-aligned,
+    cut from one allocation. One of _HUGE_FROM bytes or more starts on a 2 MB boundary
+    and asks Linux for transparent huge pages (madvise): its first touch then faults a
+    2 MB page at a time, not a 4 KB one. Fresh 4 KB pages cost ~2.4 us each on this
+    CI's virtual machine: 2.5 of a GMM gradient's first call's 5.2 ms at ADBench's
+    medium size (4.3 MB of blocks), 0.3-0.5 ms with huge pages."""
+    offsets, total = [], 0
+    for n in sizes:
+        offsets.append(total)
+        total += -(-int(n) // ALIGN) * ALIGN
+    arena = _huge_empty(total) if total >= _HUGE_FROM else aligned_empty(total, np.uint8)
+    return [arena[start:start + int(n)] for start, n in zip(offsets, sizes)]
+
+
+_HUGE_PAGE = 1 << 21
+_HUGE_FROM = 1 << 20
+_MADV_HUGEPAGE = 14  # Linux's
+
+
+def _huge_empty(nbytes):
+    """nbytes of new memory on a huge-page boundary, advised to use huge pages (where
+    the kernel offers them only on request: THP "madvise", Debian's default)."""
+    span = -(-nbytes // _HUGE_PAGE) * _HUGE_PAGE
+    raw = np.empty(span + _HUGE_PAGE, np.uint8)
+    start = -raw.ctypes.data % _HUGE_PAGE
+    arena = raw[start:start + span]
+    madvise = _madvise()
+    if madvise is not None:
+        madvise(arena.ctypes.data, span, _MADV_HUGEPAGE)  # (a refusal changes nothing)
+    return arena[:nbytes]
+
+
+@functools.lru_cache(maxsize=None)
+def _madvise():
+    """libc's madvise on Linux, else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    return fn
 
 
 def aligned(array):

@@ -206,7 +206,7 @@ class Compiled:
         first, self._first_blocks = self._first_blocks, None
         blocks = first() if first is not None else None
         if blocks is None:
-            blocks = [buffers.aligned_empty(n, np.uint8) for n in self._block_sizes]
+            blocks = buffers.new_blocks(self._block_sizes)
         return [buf.template(blocks) for buf in self.buffers]
 
     def _template(self):
@@ -380,7 +380,7 @@ def _touched_meanwhile(sizes):
     generation (numpy's strided write releases the GIL), and is shared by the two
     threads when the first call comes before it is done (a plan from the disk cache
     comes within milliseconds)."""
-    blocks = [buffers.aligned_empty(n, np.uint8) for n in sizes]
+    blocks = buffers.new_blocks(sizes)
     # pieces of _TOUCH_PIECE bytes, taken from the end of the list by either thread
     pieces = [block[start:start + _TOUCH_PIECE] for block in blocks
               for start in range(0, block.size, _TOUCH_PIECE)]

@@ -136,6 +136,19 @@ def test_the_key_separates_shapes_dtypes_constants_and_functions(cache):
     assert _key(lambda t: t.sum(0), x) != _key(lambda t: t.sum(1), x)
 
 
+def test_the_key_of_a_gradient_does_not_depend_on_where_it_is_called(cache):
+    # the backward's ops are made by the autograd engine, below no line of the traced
+    # function: the line calling the jitted function used to be their source
+    def f(t):
+        return (t.sin() * t).sum()
+    grad, x = ak.func.grad(f), ak.tensor(np.ones(3))
+    graph_here = trace_for("test", grad, (x,), {})
+    graph_there = trace_for("test", grad, (x,), {})
+    sources = {data.get("source") for _, data in graph_here.nx.nodes(data=True)}
+    assert sources - {None} == {f"test_jit_plan_cache.py:{f.__code__.co_firstlineno + 1}"}
+    assert plan_cache.key(graph_here, None) == plan_cache.key(graph_there, None)
+
+
 def test_what_is_not_cached(cache, monkeypatch):
     x = ak.tensor(np.ones(3))
     assert plan_cache.key(trace_for("test", lambda t: t * 2.0, (x,), {}), (abs,)) is None

@@ -79,6 +79,9 @@ class TracingInterpreter(_dispatch.Interpreter):
 
     # what the trace is for, as errors name it ("ak.jit(f)"): set by trace()'s callers
     purpose = None
+    # trace_for's frame while it runs: where a node's source line is looked for ends
+    # there (the caller's line is not the traced code's)
+    boundary = None
 
     def __init__(self, graph):
         self.graph = graph
@@ -127,11 +130,13 @@ class TracingInterpreter(_dispatch.Interpreter):
         except TracerValueError:
             raise
         except Exception as e:  # the user's call does not fit the op: say where it is
-            raise _inference_error(cls, specs_in, e, _user_source(), self.purpose) from None
+            raise _inference_error(cls, specs_in, e, _user_source(self.boundary),
+                                   self.purpose) from None
         op, aliases = cls, inferred.aliases
         if self._writes_unseen(cls, aliases, tensors):
             op, aliases = cls.traced_out_of_place, (None,) * len(aliases)
-        node = self.graph.add_op(op, edges, params, inferred.specs, source=_user_source(),
+        node = self.graph.add_op(op, edges, params, inferred.specs,
+                                 source=_user_source(self.boundary),
                                  aliases=aliases)
         outs = []
         for i, (spec, alias) in enumerate(zip(inferred.specs, inferred.aliases)):
@@ -267,11 +272,15 @@ def _source_name(filename):
     return _SOURCE_NAMES[filename]
 
 
-def _user_source():
-    """file:line of the innermost frame outside adkit (where the user called the op)."""
+def _user_source(boundary):
+    """file:line of the innermost frame outside adkit (where the user called the op),
+    looked for below the trace's `boundary` frame: None for an op the traced code did
+    not call itself (a gradient's, made by the autograd engine). The line that called
+    the jitted function is no op's source: a graph's source lines are part of its disk
+    cache key (plan_cache.py), which would then depend on where it was called from."""
     names = _SOURCE_NAMES
     frame = sys._getframe(2)
-    while frame is not None:  # (~10 frames a node: the known names looked up inline)
+    while frame is not None and frame is not boundary:  # (~10 frames a node)
         filename = frame.f_code.co_filename
         name = names[filename] if filename in names else _source_name(filename)
         if name is not None:
@@ -317,8 +326,12 @@ def trace_for(purpose, f, example_args, kwargs):
             graph.static_args[i] = leaf
             traced_leaves.append(leaf)
     graph.in_tree = in_tree
-    with _dispatch.interpreting(interp):
-        result = f(*tree_unflatten(in_tree, traced_leaves), **kwargs)
+    interp.boundary = sys._getframe()
+    try:
+        with _dispatch.interpreting(interp):
+            result = f(*tree_unflatten(in_tree, traced_leaves), **kwargs)
+    finally:
+        interp.boundary = None  # (a frame holds its locals: no cycle is kept)
     out_leaves, graph.out_tree = tree_flatten(result, is_leaf=_is_tensor_leaf)
     for i, leaf in enumerate(out_leaves):
         if isinstance(leaf, Tensor):

@@ -36,6 +36,7 @@ from .plan_codec import NotData, _Unread, attributes, class_ref, plain_dtype
 _PLAIN = frozenset({str, int, float, bool, type(None), bytes})
 _LLVM_TYPES = (ir.DoubleType, ir.FloatType, ir.HalfType, ir.IntType)
 _CLASS_TEXTS = {}  # id(class) -> (class, its text): a graph names a few classes often
+_SPEC_TEXTS = {}  # TensorSpec -> its text: a graph's nodes repeat a few specs
 
 
 def digest(obj):
@@ -97,7 +98,12 @@ class _Texts:
             (repr(v) if type(v) in _PLAIN else text(v)) for k, v in x.items()]) + "}"
 
     def _spec(self, x):
-        return f"@S({self.text(x.shape)}, {self.text(x.dtype)})"
+        found = _SPEC_TEXTS.get(x)
+        if found is None:
+            if len(_SPEC_TEXTS) > 4096:  # shapes seen once in long sessions
+                _SPEC_TEXTS.clear()
+            found = _SPEC_TEXTS[x] = f"@S({self.text(x.shape)}, {self.text(x.dtype)})"
+        return found
 
     def _dtype(self, x):
         return "@D" + x.name
@@ -145,7 +151,9 @@ class _Texts:
         nodes = ";".join([(repr(n) if type(n) in plain else text(n)) + "=" +
                           self._dict(data) for n, data in g._node.items()])
         edges = ";".join([
-            f"{text(u)}>{text(v)}#{text(k)}{self._dict(d)}"
+            f"{u!r}>{v!r}#{k!r}{d!r}" if type(u) is int and type(v) is int and
+            type(k) is int and plain.issuperset(map(type, d.values())) else
+            f"{text(u)}>{text(v)}#{text(k)}{self._dict(d)}"  # (the same text, slower)
             for u, nbrs in g._adj.items() for v, keyed in nbrs.items()
             for k, d in keyed.items()])
         return f"@X{self._dict(g.graph)}<{nodes}|{edges}>"

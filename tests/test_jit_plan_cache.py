@@ -149,6 +149,19 @@ def test_the_key_of_a_gradient_does_not_depend_on_where_it_is_called(cache):
     assert plan_cache.key(graph_here, None) == plan_cache.key(graph_there, None)
 
 
+def test_the_digest_writes_plain_edges_as_any_edge():
+    from adkit.codegen import plan_digest
+    g = nx.MultiDiGraph()
+    g.add_edge(0, 1, pos=0, out=0)
+    g.add_edge(0, 1, pos=1, out=2)
+    texts = plan_digest._Texts()
+    one_by_one = ";".join(f"{texts.text(u)}>{texts.text(v)}#{texts.text(k)}"
+                          f"{texts._dict(d)}" for u, v, k, d in g.edges(keys=True, data=True))
+    assert plan_digest._Texts()._nx(g) == f"@X{{}}<0={{}};1={{}}|{one_by_one}>"
+    g.add_edge(1, 2, pos=np.int64(0))  # not plain: written item by item
+    assert "np" not in plan_digest._Texts()._nx(g) and "@G" in plan_digest._Texts()._nx(g)
+
+
 def test_what_is_not_cached(cache, monkeypatch):
     x = ak.tensor(np.ones(3))
     assert plan_cache.key(trace_for("test", lambda t: t * 2.0, (x,), {}), (abs,)) is None

@@ -162,6 +162,17 @@ def test_the_digest_writes_plain_edges_as_any_edge():
     assert "np" not in plan_digest._Texts()._nx(g) and "@G" in plan_digest._Texts()._nx(g)
 
 
+def test_equal_arrays_are_stored_once_and_read_back_apart():
+    one, same, zeros = np.arange(6.0).reshape(2, 3), np.arange(6.0).reshape(2, 3), np.zeros(1)
+    text, later, blobs = plan_codec.encode([one, same, zeros, np.zeros(1, np.int64)])
+    assert len(blobs) == 2  # (0.0 and the int 0 have the same 8 bytes)
+    back = plan_codec.decode(text, blobs, later)
+    assert [a.dtype for a in back] == [np.float64, np.float64, np.float64, np.int64]
+    np.testing.assert_array_equal(back[1], same)
+    back[0][0, 0] = 7.0  # each array its own memory
+    assert back[1][0, 0] == 0.0
+
+
 def test_what_is_not_cached(cache, monkeypatch):
     x = ak.tensor(np.ones(3))
     assert plan_cache.key(trace_for("test", lambda t: t * 2.0, (x,), {}), (abs,)) is None

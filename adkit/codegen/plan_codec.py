@@ -107,6 +107,10 @@ class _Encoder:
         self.memo = {}  # id -> index of a mutable object (or class) written already
         self.alive = []  # keeps memoized objects alive, so their ids stay theirs
         self.blobs = []
+        # bytes -> their blob: equal arrays (a constant in the graph and in its plan)
+        # are stored once (GMM large's entry: 522 -> ~350 KB, each byte read and hashed
+        # by a disk-cache hit)
+        self.blob_numbers = {}
         # (index, graph) of graphs whose contents are not written yet, (None, value) of
         # Later values: the later part, in the order they were met
         self.later = []
@@ -180,8 +184,12 @@ class _Encoder:
     def _array(self, a):
         dtype = plain_dtype(a.dtype)
         i = self._remember(a)
-        self.blobs.append(np.ascontiguousarray(a).tobytes())
-        return ["a", i, len(self.blobs) - 1, dtype, list(a.shape), bool(a.flags.writeable)]
+        data = np.ascontiguousarray(a).tobytes()
+        blob = self.blob_numbers.get(data)
+        if blob is None:
+            blob = self.blob_numbers[data] = len(self.blobs)
+            self.blobs.append(data)
+        return ["a", i, blob, dtype, list(a.shape), bool(a.flags.writeable)]
 
     def _names(self, names):
         """An object's attribute names: ["k", j, *names] the first time, j after."""

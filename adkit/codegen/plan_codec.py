@@ -108,7 +108,7 @@ class _Encoder:
         self.alive = []  # keeps memoized objects alive, so their ids stay theirs
         self.blobs = []
         # bytes -> their blob: equal arrays (a constant in the graph and in its plan)
-        # are stored once (GMM large's entry: 522 -> ~350 KB, each byte read and hashed
+        # are stored once (GMM large's entry: 522 -> 432 KB, each byte read and hashed
         # by a disk-cache hit)
         self.blob_numbers = {}
         # (index, graph) of graphs whose contents are not written yet, (None, value) of

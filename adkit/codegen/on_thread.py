@@ -1,8 +1,7 @@
 """A function run on a thread of its own, its result or its error taken later.
 
 Owns: `OnThread`. Used where codegen overlaps work with the caller's: quick code's cold
-half (runtime.quick_object), the pool's compile (pool.prefetch), linking a cached plan's
-object code (plan_cache.load).
+half (runtime.quick_object) and the pool's compile (pool.prefetch).
 """
 import threading
 

@@ -173,13 +173,13 @@ def dce(g):
             c:f32[3] = tanh a                   in (b) }
           in (c) }
     """
-    live = _ancestors_and_self(g, g.outputs)
+    live = adjacency.reach_up(g.nx, g.outputs)
     order = g.topo_order()
     nodes = g.nx._node  # (networkx's own node dict: its view costs as much as a check)
     candidates = [n for n in order
                   if nodes[n]["kind"] in ("op", "const") and n not in live]
     # NB: an in-place write is a side effect (it may change an input the caller holds)
-    live |= _ancestors_and_self(g, [n for n in candidates if writes_in_place(g, n)])
+    live |= adjacency.reach_up(g.nx, [n for n in candidates if writes_in_place(g, n)])
     g.nx.remove_nodes_from([n for n in candidates if n not in live])
     for n in order:  # (each node's own outputs: any order will do)
         if n in live and nodes[n]["kind"] == "op" and \
@@ -208,11 +208,6 @@ def _drop_unread_outputs(g, n):
                 shape=specs[0].shape if specs else (), dtype=specs[0].dtype if specs else None)
     for _, _, d in g.nx.out_edges(n, data=True):
         d["out"] = kept.index(d["out"])
-
-
-def _ancestors_and_self(graph, roots):
-    """The roots and every node they depend on (adjacency.reach_up)."""
-    return adjacency.reach_up(graph.nx, roots)
 
 
 # ------------------------------------------------------------------ cse
